@@ -1,0 +1,1 @@
+"""The harness engine: CLI, config, models, rollout, loss, trainer, backend, results, tables."""

@@ -1,0 +1,188 @@
+"""``python -m harness``: run, list, score.
+
+Every config field is a flag (``--group-size 8``); see ``python -m harness run --help``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness import config as cfg
+from harness.assets import MissingAssetError
+
+_TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str}
+_NOT_FLAGS = {"seed", "preset"}  # --seeds and --preset are handled by the command itself
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    for name, (section, f) in cfg.all_fields().items():
+        if name in _NOT_FLAGS:
+            continue
+        flag = "--" + name.replace("_", "-")
+        help_text = f.metadata.get("help", "")
+        if f.type == "bool":
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=help_text)
+        else:
+            parser.add_argument(flag, dest=name, type=_TYPES[str(f.type)],
+                                default=argparse.SUPPRESS, metavar=name.upper(), help=help_text)
+
+
+def overrides_from(args: argparse.Namespace) -> dict:
+    known = cfg.all_fields()
+    return {k: v for k, v in vars(args).items() if k in known}
+
+
+def validate(config: cfg.RunConfig) -> None:
+    """Fail on unknown names before anything slow starts."""
+    import methods
+    from harness.data import choose_train_set
+    from tasks import TASKS
+
+    methods.METHODS.get(config.method.method)
+    TASKS.get(config.task.task)
+    choose_train_set(config)
+    methods.MethodOptions(conventions=config.method.conventions, whiten=config.method.whiten)
+    if config.rollout.engine != "hf":
+        raise ValueError(f"rollout engine {config.rollout.engine!r} is not available in this "
+                         "version; use --engine hf")
+
+
+def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
+    from dataclasses import replace
+
+    from harness.results import load_result, result_path
+    from harness.tables import render
+    from tasks import TASKS
+
+    task = TASKS.get(config.task.task)
+    results = [load_result(result_path(replace(config, seed=s))) for s in seeds]
+    columns = list(task.headline) or sorted(results[0]["metrics"])
+    data = {c: [r["metrics"][c] for r in results if c in r["metrics"]] for c in columns}
+    steps = [r["train"].get("time/step/mean") for r in results]
+    data["s/step"] = [s for s in steps if s is not None]
+    title = (f"{config.task.task} | model {config.model.model} | setting "
+             f"{Path(result_path(config)).parent.name} | mean ± sample std over seeds")
+    return render([(config.method.method, data)], [*columns, "s/step"], title)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from harness.results import result_path, stored_seeds
+
+    config = cfg.resolve(args.preset, overrides_from(args))
+    config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
+    if config.task.data_dir:
+        config = replace(config, task=replace(config.task,
+                                              data_dir=str(Path(config.task.data_dir).resolve())))
+    validate(config)
+    seeds = list(range(args.seeds))
+    stored = stored_seeds(config)
+    todo = [s for s in seeds if args.force or s not in stored]
+    for s in seeds:
+        if s not in todo:
+            print(f"seed {s}: stored at {stored[s]} (skipped; --force reruns it)")
+    if todo:
+        from harness import assets
+        from harness.backend import start_ray, train_seed
+
+        if config.model.model == assets.SMOLLM2_NAME:
+            assets.prepare_smollm2()  # once, in the driver, before workers race for it
+        start_ray()
+        for s in todo:
+            path = train_seed(replace(config, seed=s))
+            print(f"seed {s}: stored {path}")
+    print()
+    print(summary_table(config, seeds))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    import methods
+    from tasks import TASKS, TRAIN_SETS
+
+    print("methods:")
+    for name, m in methods.METHODS.items():
+        print(f"  {name:<14} {m.help}  [{m.source}]")
+    print("tasks (what --task evaluates; training sets in order of preference):")
+    for name, t in TASKS.items():
+        print(f"  {name:<26} {t.family:<6} train: {', '.join(t.train_sets):<18} {t.help}")
+    print("training sets:")
+    for name, ts in TRAIN_SETS.items():
+        where = "--data-dir" if ts.needs_data_dir else "offline"
+        print(f"  {name:<14} {ts.family:<6} {where:<10} {ts.help}")
+    print("presets:")
+    for name, p in cfg.PRESETS.items():
+        print(f"  {name:<14} {p.help}")
+    return 0
+
+
+def read_predictions(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str) \
+                    or not isinstance(row.get("response"), str):
+                raise ValueError(f'{path}:{lineno}: expected {{"id": str, "response": str}}')
+            if row["id"] in out:
+                raise ValueError(f"{path}:{lineno}: duplicate id {row['id']!r}")
+            out[row["id"]] = row["response"]
+    return out
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from tasks import TASKS
+
+    task = TASKS.get(args.task)
+    preds = read_predictions(Path(args.predictions))
+    examples = {ex.id: ex for ex in task.load_eval(Path(args.data_dir) if args.data_dir else None)}
+    unknown = [i for i in preds if i not in examples]
+    if unknown:
+        raise ValueError(f"{len(unknown)} prediction ids are not items of task {args.task!r}, "
+                         f"e.g. {unknown[:3]}")
+    chosen = [examples[i] for i in preds]
+    scored = task.score(chosen, [preds[ex.id] for ex in chosen])
+    print(f"{args.task}: {len(chosen)} of {len(examples)} items scored")
+    for name, value in scored["metrics"].items():
+        print(f"  {name:<28} {value:.2f}" if isinstance(value, float) else f"  {name:<28} {value}")
+    if args.output:
+        from harness.results import atomic_write_json
+
+        atomic_write_json(Path(args.output), scored)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train and evaluate seeds; print mean ± std")
+    run.add_argument("--preset", default="smoke", help="starting preset (see `list`)")
+    run.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1")
+    run.add_argument("--force", action="store_true", help="rerun seeds already stored")
+    add_config_flags(run)
+    sub.add_parser("list", help="methods, tasks, training sets, presets")
+    score = sub.add_parser("score", help="score stored generations; no model is loaded")
+    score.add_argument("--task", required=True)
+    score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
+    score.add_argument("--data-dir", default=None)
+    score.add_argument("--output", default=None, help="also write the scores as JSON here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score}
+    try:
+        return handlers[args.command](args)
+    except (KeyError, ValueError, FileNotFoundError, MissingAssetError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

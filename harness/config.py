@@ -1,0 +1,202 @@
+"""Run configuration: frozen dataclasses with a help string per field, presets as data.
+
+Resolution order: field defaults -> preset -> CLI flags. Each field becomes one CLI flag
+(``rollout.group_size`` -> ``--group-size``); flag names are unique across sections.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Optional
+
+from harness.registry import Registry
+
+
+def opt(default: Any, help: str, identity: bool = True) -> Any:
+    """A config field with its help text. ``identity=False``: does not change results."""
+    return field(default=default, metadata={"help": help, "identity": identity})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    model: str = opt("smollm2-135m-instruct",
+                     "embedded name (smollm2-135m-instruct, tiny-random), a local HF folder, "
+                     "or a hub id with --allow-download")
+    dtype: str = opt("float32", "training dtype (float32 on CPU: bf16 is ~7x slower there)")
+    allow_download: bool = opt(False, "allow a hub id to be downloaded (off: runs are offline)",
+                               identity=False)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    engine: str = opt("hf", "rollout engine: hf (transformers generate) | vllm (GPU only)")
+    prompts_per_step: int = opt(512, "prompts sampled per training step (B)")
+    group_size: int = opt(4, "responses per prompt (G)")
+    temperature: float = opt(1.0, "sampling temperature of rollouts (also divides the logits "
+                                  "of the loss' log-probs)")
+    top_p: float = opt(1.0, "nucleus sampling p of rollouts")
+    top_k: int = opt(0, "top-k of rollouts; 0 = off")
+    max_prompt_tokens: int = opt(2048, "training prompts longer than this are skipped")
+    max_response_tokens: int = opt(1024, "maximum new tokens per rollout")
+    eval_max_response_tokens: int = opt(1024, "maximum new tokens per evaluation response")
+    eval_batch_size: int = opt(16, "prompts per generate call during evaluation", identity=False)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    steps: int = opt(100, "training steps (one rollout batch and one policy update each)")
+    lr: float = opt(1e-6, "learning rate (AdamW)")
+    weight_decay: float = opt(0.0, "AdamW weight decay")
+    grad_clip: float = opt(1.0, "gradient norm clip; 0 = off")
+    clip_eps_low: float = opt(0.2, "PPO clip epsilon below 1")
+    clip_eps_high: float = opt(0.2, "PPO clip epsilon above 1")
+    loss_agg: str = opt("token-mean", "loss aggregation: token-mean | seq-mean-token-mean | "
+                                      "seq-mean-token-sum | seq-mean-token-sum-norm")
+    kl_coef: float = opt(0.0, "coefficient of the KL-to-reference loss; 0 = no reference model")
+    kl_type: str = opt("low_var_kl", "KL estimator: low_var_kl (k3) | kl (k1) | mse (k2)")
+    ppo_epochs: int = opt(1, "passes over each rollout batch")
+    ppo_mini_batches: int = opt(1, "optimizer steps per pass (mini-batches of the batch)")
+    micro_batch_size: int = opt(8, "responses per forward/backward on one worker", identity=False)
+    workers: int = opt(1, "Ray Train workers (data parallel ranks)", identity=False)
+    use_gpu: bool = opt(False, "one GPU per worker (nccl) instead of CPU (gloo)", identity=False)
+    zero_stage: int = opt(3, "DeepSpeed ZeRO stage of the policy engine (0-3)", identity=False)
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    method: str = opt("gdpo", "advantage strategy from the method registry (see `harness list`)")
+    conventions: str = opt("verl", "group-std / whitening conventions: verl | trl")
+    whiten: Optional[str] = opt(None, "batch whitening token | sequence | none; "
+                                      "default: the method's own")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    task: str = opt("bfcl", "what is evaluated: a benchmark or group from the task registry")
+    train_data: Optional[str] = opt(None, "training set name; default: the task family's "
+                                          "published set if --data-dir has it, else its "
+                                          "offline generator")
+    data_dir: Optional[str] = opt(None, "folder with published data sets (RLLA, Spider, ...)",
+                                  identity=False)
+    eval_limit: int = opt(0, "evaluate a fixed, seeded, category-stratified subset of this "
+                             "many items; 0 = all")
+    eval_seed: int = opt(1234, "seed of the --eval-limit subset (fixed across training seeds)")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    method: MethodConfig = field(default_factory=MethodConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    preset: str = opt("smoke", "preset the fields started from")
+    seed: int = opt(0, "training seed")
+    results_dir: str = opt("results", "where result files are stored", identity=False)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict) -> "RunConfig":
+        sections = {f.name: f.type for f in fields(RunConfig)}
+        kwargs = {}
+        for key, value in data.items():
+            cls = SECTION_TYPES.get(key)
+            kwargs[key] = cls(**value) if cls else value
+        unknown = set(kwargs) - set(sections)
+        if unknown:
+            raise ValueError(f"unknown config keys: {sorted(unknown)}")
+        return RunConfig(**kwargs)
+
+
+SECTION_TYPES = {"model": ModelConfig, "rollout": RolloutConfig, "training": TrainingConfig,
+                 "method": MethodConfig, "task": TaskConfig}
+
+
+def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
+    """flag name -> (section or None, field). Raises if two sections share a field name."""
+    out: dict[str, tuple[str | None, dataclasses.Field]] = {}
+    for section, cls in SECTION_TYPES.items():
+        for f in fields(cls):
+            if f.name in out:
+                raise RuntimeError(f"config field {f.name!r} appears in two sections")
+            out[f.name] = (section, f)
+    for f in fields(RunConfig):
+        if f.name not in SECTION_TYPES:
+            out[f.name] = (None, f)
+    return out
+
+
+def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """Set fields by flat name (``{"group_size": 8}``); unknown names fail loudly."""
+    known = all_fields()
+    by_section: dict[str | None, dict[str, Any]] = {}
+    for name, value in overrides.items():
+        if name not in known:
+            raise ValueError(f"unknown config field {name!r}")
+        by_section.setdefault(known[name][0], {})[name] = value
+    top = by_section.pop(None, {})
+    new = {s: replace(getattr(config, s), **vals) for s, vals in by_section.items()}
+    return replace(config, **new, **top)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    help: str
+    overrides: dict
+
+
+PRESETS: Registry[Preset] = Registry("preset")
+PRESETS.add("paper-tool", Preset(
+    "paper-tool",
+    "paper Table 9, tool calling: Qwen2.5-1.5B/3B-Instruct (pass --model FOLDER), RLLA, "
+    "512 prompts x G=4, 100 steps, temperature 1.0, lr 1e-6, max response 1024",
+    {"prompts_per_step": 512, "group_size": 4, "steps": 100, "temperature": 1.0, "top_p": 1.0,
+     "top_k": 0, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
+     "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
+))
+PRESETS.add("smoke", Preset(
+    "smoke",
+    "CPU, minutes: the embedded SmolLM2-135M, 4 steps of 2 prompts x G=4, short responses, "
+    "a 40-item stratified BFCL subset",
+    {"prompts_per_step": 2, "group_size": 4, "steps": 4, "temperature": 1.0, "top_p": 1.0,
+     "top_k": 0, "lr": 1e-5, "max_prompt_tokens": 1024, "max_response_tokens": 96,
+     "eval_max_response_tokens": 128, "eval_limit": 40, "micro_batch_size": 8,
+     "dtype": "float32", "use_gpu": False, "workers": 1},
+))
+
+
+def resolve(preset: str, overrides: dict[str, Any]) -> RunConfig:
+    """Defaults -> preset -> overrides."""
+    base = apply_overrides(RunConfig(), PRESETS.get(preset).overrides)
+    return apply_overrides(base, {**overrides, "preset": preset})
+
+
+def identity_overrides(config: RunConfig) -> dict[str, Any]:
+    """Fields that differ from the preset and change results (part of the result's identity)."""
+    reference = resolve(config.preset, {})
+    out = {}
+    for name, (section, f) in all_fields().items():
+        if not f.metadata.get("identity", True) or name in ("seed", "preset"):
+            continue
+        ours = getattr(getattr(config, section), name) if section else getattr(config, name)
+        theirs = getattr(getattr(reference, section), name) if section else getattr(reference, name)
+        if ours != theirs:
+            out[name] = ours
+    return out
+
+
+def setting_name(config: RunConfig) -> str:
+    """The preset's name, with a short hash of any result-changing override."""
+    diff = identity_overrides(config)
+    diff.pop("model", None)
+    diff.pop("method", None)
+    diff.pop("task", None)
+    if not diff:
+        return config.preset
+    digest = hashlib.sha256(json.dumps(diff, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{config.preset}-{digest}"

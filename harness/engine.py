@@ -1,0 +1,120 @@
+"""The policy's DeepSpeed engine and the few distributed helpers the trainer needs.
+
+Each Ray Train worker (or the single test process) holds one engine. ZeRO-3 partitions the
+parameters across workers; rollouts run on a plain copy of the model that receives the gathered
+parameters, which is also how a colocated vLLM engine is fed.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+from typing import Any, Iterator
+
+import torch
+import torch.distributed as dist
+
+from harness.config import RunConfig
+from harness.models import load_model
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    """Every rank's ``obj``, in rank order (small Python objects only)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def init_single_process() -> None:
+    """A one-rank gloo process group, for the in-process path used by unit tests."""
+    if dist.is_initialized():
+        return
+    # the launcher contract DeepSpeed's zero.Init reads, as torchrun would set it
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(key, value)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+
+def largest_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, min(n, max(cap, 1)) + 1) if n % d == 0)
+
+
+def ds_config(config: RunConfig, mini_batch: int) -> dict:
+    """DeepSpeed config for one optimizer step per ``mini_batch`` responses on each worker."""
+    t = config.training
+    micro = largest_divisor_at_most(mini_batch, t.micro_batch_size)
+    cfg = {
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": mini_batch // micro,
+        "train_batch_size": mini_batch * world_size(),
+        "gradient_clipping": t.grad_clip,
+        "optimizer": {
+            "type": "AdamW",
+            # torch's AdamW: nothing to compile on CPU
+            "params": {"lr": t.lr, "weight_decay": t.weight_decay, "torch_adam": True},
+        },
+        "zero_optimization": {"stage": t.zero_stage},
+        "bf16": {"enabled": config.model.dtype == "bfloat16"},
+        "fp16": {"enabled": config.model.dtype == "float16"},
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+    return cfg
+
+
+def _skip_cpu_shm_build() -> None:
+    """On CPU, DeepSpeed compiles a shared-memory comm op with g++ at first use (about a
+    minute). gloo does not need it, so we replace the module-level builder with one that
+    returns None. The module object must be patched in sys.modules: ``import ... as m`` binds
+    another object on which the patch silently does nothing."""
+    import deepspeed.comm.torch  # noqa: F401
+
+    module = sys.modules["deepspeed.comm.torch"]
+    if hasattr(module, "build_shm_op"):
+        module.build_shm_op = lambda: None
+
+
+def build_engine(config: RunConfig, mini_batch: int):
+    """(engine, ds_config) for the policy. ZeRO-3 partitions while loading."""
+    import deepspeed
+
+    if not config.training.use_gpu:
+        _skip_cpu_shm_build()
+    cfg = ds_config(config, mini_batch)
+    keep = None
+    if config.training.zero_stage == 3:
+        from transformers.integrations import HfDeepSpeedConfig
+
+        keep = HfDeepSpeedConfig(cfg)  # must live while the model is built: zero.Init
+    model = load_model(config.model.model, seed=config.seed,
+                       allow_download=config.model.allow_download, dtype=config.model.dtype)
+    model.config.use_cache = False
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                      config=cfg, dist_init_required=False)
+    del keep
+    return engine, cfg
+
+
+@contextlib.contextmanager
+def gathered_parameters(module) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """Full (name, tensor) pairs of a possibly ZeRO-3-partitioned module, for weight sync."""
+    import deepspeed
+
+    named = list(module.named_parameters())
+    with deepspeed.zero.GatheredParameters([p for _, p in named], modifier_rank=None):
+        yield [(n, p.data) for n, p in named]

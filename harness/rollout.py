@@ -1,0 +1,124 @@
+"""Rollout engines: turn Examples into sampled responses (token ids + masks + text).
+
+The HF engine runs ``generate`` on a plain (non-DeepSpeed) copy of the policy whose weights the
+trainer syncs from the gathered ZeRO-3 parameters before every rollout; the vLLM engine (GPU)
+takes the same weights through the same ``load_weights`` call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from tasks.base import Example
+
+
+@dataclass
+class Rollout:
+    """Sampled responses. N rows; prompts left-padded to P, responses right-padded to T."""
+
+    prompt_ids: torch.Tensor  # [N, P] long
+    prompt_mask: torch.Tensor  # [N, P] {0,1}
+    response_ids: torch.Tensor  # [N, T] long
+    response_mask: torch.Tensor  # [N, T] {0,1}: tokens up to and including the first EOS
+    texts: list[str]  # N decoded responses (special tokens dropped)
+    example_index: list[int]  # N: which input example each row answers
+
+
+def render_prompt(tokenizer, example: Example) -> str:
+    return tokenizer.apply_chat_template(
+        list(example.messages), add_generation_prompt=True, tokenize=False
+    )
+
+
+def response_mask_from_ids(ids: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
+    """[N, T] ids -> [N, T] mask: 1 up to and including the first EOS token, 0 after it."""
+    is_eos = torch.zeros_like(ids, dtype=torch.bool)
+    for e in eos_ids:
+        is_eos |= ids == e
+    # number of EOS strictly before each position; a token is valid while that count is 0
+    before = torch.cumsum(is_eos.to(torch.int32), dim=1) - is_eos.to(torch.int32)
+    return (before == 0).to(torch.long)
+
+
+class HFRollout:
+    """transformers ``generate`` on CPU (or a single GPU), batched."""
+
+    def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        eos = model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, (list, tuple)) else [eos]
+        self.eos_ids = sorted({e for e in eos if e is not None} | {tokenizer.eos_token_id})
+
+    @torch.no_grad()
+    def load_weights(self, named_tensors) -> None:
+        """Copy ``(name, tensor)`` pairs into the rollout model (weight sync)."""
+        params = dict(self.model.named_parameters())
+        for name, tensor in named_tensors:
+            params[name].data.copy_(tensor.to(params[name].dtype))
+
+    def encode(self, examples: Sequence[Example]) -> list[list[int]]:
+        texts = [render_prompt(self.tokenizer, ex) for ex in examples]
+        # the chat template already holds the special tokens: add none
+        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+    @torch.no_grad()
+    def generate(
+        self,
+        examples: Sequence[Example],
+        n: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        greedy: bool = False,
+        seed: int | None = None,
+        prompt_ids: list[list[int]] | None = None,
+    ) -> Rollout:
+        """``n`` responses per example, all in one ``generate`` call."""
+        ids = prompt_ids if prompt_ids is not None else self.encode(examples)
+        rows = [i for i in range(len(examples)) for _ in range(n)]
+        width = max(len(ids[i]) for i in rows)
+        pad = self.tokenizer.pad_token_id
+        p_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        p_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, i in enumerate(rows):
+            p_ids[r, width - len(ids[i]):] = torch.tensor(ids[i])
+            p_mask[r, width - len(ids[i]):] = 1
+        kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=self.eos_ids)
+        if greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p,
+                          top_k=top_k if top_k > 0 else None)
+        if seed is not None:
+            torch.manual_seed(seed)
+        out = self.model.generate(
+            input_ids=p_ids.to(self.device), attention_mask=p_mask.to(self.device), **kwargs
+        ).cpu()
+        resp = out[:, width:]
+        if resp.shape[1] == 0:  # nothing generated at all: keep one pad column for shapes
+            resp = torch.full((len(rows), 1), pad, dtype=torch.long)
+        mask = response_mask_from_ids(resp, self.eos_ids)
+        texts = self.tokenizer.batch_decode(resp * mask + pad * (1 - mask),
+                                            skip_special_tokens=True)
+        return Rollout(p_ids, p_mask, resp, mask, texts, rows)
+
+    def generate_eval(self, examples: Sequence[Example], max_new_tokens: int,
+                      batch_size: int, progress=None) -> list[str]:
+        """Greedy responses for evaluation, batched by prompt length to limit padding."""
+        ids = self.encode(examples)
+        order = sorted(range(len(examples)), key=lambda i: len(ids[i]))
+        out: list[str] = [""] * len(examples)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            r = self.generate([examples[i] for i in chunk], 1, max_new_tokens, greedy=True,
+                              prompt_ids=[ids[i] for i in chunk])
+            for i, text in zip(chunk, r.texts):
+                out[i] = text
+            if progress is not None:
+                progress(len(chunk))
+        return out

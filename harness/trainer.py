@@ -1,0 +1,284 @@
+"""The RL loop that runs on every worker: rollout -> rewards -> advantages -> PPO-clip update.
+
+``train_worker(config)`` is the whole life of one seed on one rank: build the engine, train,
+evaluate, and (rank 0) store the result. Ray Train calls it on each worker (harness/backend.py);
+unit tests call it in-process on one rank.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import methods
+from harness import engine as eng
+from harness.config import RunConfig
+from harness.data import PromptSampler, load_eval, load_train
+from harness.loss import kl_penalty, ppo_clip_loss, token_logprobs
+from harness.models import load_model, load_tokenizer
+from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
+                             result_path)
+from harness.rollout import HFRollout, Rollout
+from methods import MethodOptions, RolloutBatch
+from tasks import TASKS
+from tasks.base import Example, Task
+
+
+def sequence_logprobs(model, ro: Rollout, rows: list[int], temperature: float) -> torch.Tensor:
+    """[len(rows), T] log-probs of the sampled response tokens under ``model``."""
+    p_ids, p_mask = ro.prompt_ids[rows], ro.prompt_mask[rows]
+    keep = p_mask.any(dim=0).nonzero()  # drop left-padding columns no row of this slice needs
+    start = int(keep[0]) if len(keep) else 0
+    p_ids, p_mask = p_ids[:, start:], p_mask[:, start:]
+    r_ids, r_mask = ro.response_ids[rows], ro.response_mask[rows]
+    ids = torch.cat([p_ids, r_ids], dim=1)
+    attn = torch.cat([p_mask, r_mask], dim=1)
+    # left padding: positions count real tokens only, as generate() counted them
+    pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    device = next(model.parameters()).device
+    t = r_ids.shape[1]
+    out = model(input_ids=ids.to(device), attention_mask=attn.to(device),
+                position_ids=pos.to(device), logits_to_keep=t + 1, use_cache=False)
+    logits = out.logits[:, :-1]  # logits at position i predict token i+1
+    return token_logprobs(logits, r_ids.to(device), temperature).cpu()
+
+
+@dataclass
+class StepData:
+    rollout: Rollout
+    advantages: torch.Tensor  # [n_local, T]
+    old_logp: torch.Tensor | None
+    ref_logp: torch.Tensor | None
+
+
+class Trainer:
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.rank, self.world = eng.rank(), eng.world_size()
+        self.task: Task = TASKS.get(config.task.task)
+        self.method = methods.METHODS.get(config.method.method)
+        self.options = MethodOptions(conventions=config.method.conventions,
+                                     whiten=config.method.whiten)
+        r, t = config.rollout, config.training
+        if r.prompts_per_step % self.world:
+            raise ValueError(f"prompts_per_step ({r.prompts_per_step}) must be divisible by the "
+                             f"number of workers ({self.world})")
+        self.local_n = r.prompts_per_step // self.world * r.group_size
+        if self.local_n % t.ppo_mini_batches:
+            raise ValueError(f"each worker's {self.local_n} responses cannot be split into "
+                             f"{t.ppo_mini_batches} mini-batches")
+        torch.manual_seed(config.seed)
+        self.tokenizer = load_tokenizer(config.model.model, config.model.allow_download)
+        # the plain rollout copy is built before the ZeRO-3 scope so it is never partitioned
+        plain = load_model(config.model.model, seed=config.seed,
+                           allow_download=config.model.allow_download, dtype=config.model.dtype)
+        self.ref_model = copy.deepcopy(plain).eval() if t.kl_coef > 0 else None
+        self.rollout = HFRollout(plain, self.tokenizer)
+        self.engine, self.ds_config = eng.build_engine(
+            config, self.local_n // t.ppo_mini_batches)
+        self.train_examples = self._usable(load_train(config))
+        self.sampler = PromptSampler(len(self.train_examples), config.seed)
+
+    def _usable(self, examples: list[Example]) -> list[Example]:
+        ids = self.rollout.encode(examples)
+        keep = [ex for ex, i in zip(examples, ids)
+                if len(i) <= self.config.rollout.max_prompt_tokens]
+        if not keep:
+            raise ValueError("every training prompt is longer than --max-prompt-tokens "
+                             f"({self.config.rollout.max_prompt_tokens})")
+        return keep
+
+    def sync_weights(self) -> None:
+        with eng.gathered_parameters(self.engine.module) as named:
+            self.rollout.load_weights(named)
+
+    # --- one step -------------------------------------------------------------------------
+    def collect(self, step: int) -> tuple[StepData, dict]:
+        cfg = self.config
+        r = cfg.rollout
+        global_idx = self.sampler.next(r.prompts_per_step)
+        mine = list(range(self.rank, r.prompts_per_step, self.world))
+        examples = [self.train_examples[global_idx[j]] for j in mine]
+        t0 = time.perf_counter()
+        self.sync_weights()
+        ro = self.rollout.generate(examples, r.group_size, r.max_response_tokens,
+                                   r.temperature, r.top_p, r.top_k,
+                                   seed=cfg.seed * 1_000_003 + step * 1009 + self.rank)
+        t_gen = time.perf_counter() - t0
+        rewards = [[rw(examples[i], text) for rw in self.task.rewards]
+                   for i, text in zip(ro.example_index, ro.texts)]
+        t_rew = time.perf_counter() - t0 - t_gen
+        lengths = ro.response_mask.sum(dim=1).tolist()
+        groups = [mine[i] for i in ro.example_index]
+        parts = eng.all_gather_objects((rewards, lengths, groups))
+        offset = sum(len(p[0]) for p in parts[:self.rank])
+        all_rewards = torch.tensor([x for p in parts for x in p[0]], dtype=torch.float32)
+        all_lengths = torch.tensor([x for p in parts for x in p[1]])
+        width = int(all_lengths.max())
+        mask = (torch.arange(width)[None, :] < all_lengths[:, None]).to(torch.long)
+        batch = RolloutBatch(
+            rewards=all_rewards.reshape(len(all_lengths), len(self.task.rewards)),
+            reward_names=tuple(rw.name for rw in self.task.rewards),
+            reward_bounds=tuple((rw.lo, rw.hi) for rw in self.task.rewards),
+            group=torch.tensor([x for p in parts for x in p[2]]),
+            response_mask=mask, step=step, total_steps=cfg.training.steps,
+        )
+        out = self.method.compute(batch, self.options)
+        t_local = ro.response_ids.shape[1]
+        adv = out.scores[offset:offset + len(rewards)]
+        adv = torch.nn.functional.pad(adv, (0, max(0, t_local - adv.shape[1])))[:, :t_local]
+        metrics = self._reward_metrics(batch)
+        metrics.update(out.metrics)
+        metrics.update({"time/generate": t_gen, "time/rewards": t_rew,
+                        "response_length": float(all_lengths.float().mean())})
+        old = ref = None
+        with torch.no_grad():
+            rows = list(range(len(rewards)))
+            if cfg.training.ppo_epochs > 1 or cfg.training.ppo_mini_batches > 1:
+                old = self._logprobs(self.engine, ro, rows)
+            if self.ref_model is not None:
+                ref = self._logprobs(self.ref_model, ro, rows)
+        return StepData(ro, adv.to(torch.float32), old, ref), metrics
+
+    def _logprobs(self, model, ro: Rollout, rows: list[int]) -> torch.Tensor:
+        mb = self.ds_config["train_micro_batch_size_per_gpu"]
+        return torch.cat([sequence_logprobs(model, ro, rows[s:s + mb],
+                                            self.config.rollout.temperature)
+                          for s in range(0, len(rows), mb)])
+
+    def _reward_metrics(self, batch: RolloutBatch) -> dict:
+        out = {}
+        for k, rw in enumerate(self.task.rewards):
+            col = batch.rewards[:, k]
+            col = col[~torch.isnan(col)]
+            out[f"reward/{rw.name}"] = float(col.mean()) if col.numel() else float("nan")
+            if rw.name == "format":
+                out["format_rate"] = float((col == rw.hi).float().mean()) if col.numel() else 0.0
+        return out
+
+    def update(self, data: StepData) -> dict:
+        t = self.config.training
+        mb = self.ds_config["train_micro_batch_size_per_gpu"]
+        n = data.advantages.shape[0]
+        mini = n // t.ppo_mini_batches
+        stats: dict[str, list[float]] = {}
+        self.engine.train()
+        for _ in range(t.ppo_epochs):
+            for m0 in range(0, n, mini):
+                for s in range(m0, m0 + mini, mb):
+                    rows = list(range(s, min(s + mb, m0 + mini)))
+                    logp = sequence_logprobs(self.engine, data.rollout, rows,
+                                             self.config.rollout.temperature)
+                    old = data.old_logp[rows] if data.old_logp is not None else logp.detach()
+                    mask = data.rollout.response_mask[rows]
+                    loss, info = ppo_clip_loss(logp, old, data.advantages[rows], mask,
+                                               t.clip_eps_low, t.clip_eps_high, t.loss_agg)
+                    info["pg_loss"] = float(loss)
+                    if data.ref_logp is not None:
+                        kl = kl_penalty(logp, data.ref_logp[rows], t.kl_type)
+                        kl_mean = (kl * mask).sum() / mask.sum().clamp(min=1)
+                        loss = loss + t.kl_coef * kl_mean
+                        info["kl"] = float(kl_mean)
+                    self.engine.backward(loss)
+                    self.engine.step()
+                    info["loss"] = float(loss)
+                    for key, v in info.items():
+                        stats.setdefault(key, []).append(v)
+        out = {k: sum(v) / len(v) for k, v in stats.items()}
+        norm = self.engine.get_global_grad_norm()
+        if norm is not None:
+            out["grad_norm"] = float(norm)
+        return out
+
+    def train(self, log_path: Path | None, progress=None) -> list[dict]:
+        history = []
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_text("")  # a rerun of this seed starts its log afresh
+        for step in range(self.config.training.steps):
+            t0 = time.perf_counter()
+            data, metrics = self.collect(step)
+            t1 = time.perf_counter()
+            metrics.update(self.update(data))
+            metrics["time/update"] = time.perf_counter() - t1
+            metrics["time/step"] = time.perf_counter() - t0
+            metrics["step"] = step + 1
+            history.append(metrics)
+            if log_path is not None:
+                with log_path.open("a") as fh:
+                    fh.write(json.dumps(metrics, sort_keys=True) + "\n")
+            if progress is not None:
+                progress(metrics)
+        return history
+
+    # --- evaluation ----------------------------------------------------------------------
+    def evaluate(self, progress=None) -> tuple[list[Example], list[str]] | None:
+        """Greedy responses to the benchmark, sharded over ranks; rank 0 gets all of them."""
+        self.sync_weights()
+        examples = load_eval(self.task, self.config)
+        mine = examples[self.rank::self.world]
+        r = self.config.rollout
+        texts = self.rollout.generate_eval(mine, r.eval_max_response_tokens, r.eval_batch_size,
+                                           progress)
+        parts = eng.all_gather_objects(texts)
+        if self.rank != 0:
+            return None
+        ordered = [""] * len(examples)
+        for k, part in enumerate(parts):
+            for j, text in enumerate(part):
+                ordered[k + j * self.world] = text
+        return examples, ordered
+
+
+def summarise_training(history: list[dict]) -> dict:
+    if not history:
+        return {"steps": 0}
+    keys = [k for k in history[0] if k != "step"]
+    last = history[-1]
+    out = {"steps": len(history)}
+    for k in keys:
+        vals = [h[k] for h in history if k in h and not math.isnan(h[k])]
+        if vals:
+            out[f"{k}/mean"] = sum(vals) / len(vals)
+    out.update({f"{k}/last": last[k] for k in keys if k in last})
+    return out
+
+
+def store_result(config: RunConfig, examples: list[Example], responses: list[str],
+                 scored: dict, history: list[dict], wall: float) -> Path:
+    path = result_path(config)
+    items = {it["id"]: it for it in scored.get("items", [])}
+    atomic_write_jsonl(path.with_suffix(".predictions.jsonl"),
+                       [{"id": ex.id, "response": text, **{k: v for k, v in
+                         items.get(ex.id, {}).items() if k != "id"}}
+                        for ex, text in zip(examples, responses)])
+    atomic_write_json(path, {
+        "task": config.task.task, "method": config.method.method, "model": config.model.model,
+        "seed": config.seed, "metrics": scored["metrics"], "num_eval_items": len(examples),
+        "train": summarise_training(history), "wall_seconds": wall,
+        "config": config.to_dict(), "versions": package_versions(), "git_commit": git_commit(),
+    })
+    return path
+
+
+def train_worker(config: RunConfig, progress_factory=None) -> Path | None:
+    """Train and evaluate one seed on this rank; rank 0 stores and returns the result path."""
+    start = time.perf_counter()
+    trainer = Trainer(config)
+    log = result_path(config).with_suffix(".train.jsonl") if trainer.rank == 0 else None
+    bars = progress_factory(config) if (progress_factory and trainer.rank == 0) else None
+    history = trainer.train(log, bars.step if bars else None)
+    evaluated = trainer.evaluate(bars.eval if bars else None)
+    if bars:
+        bars.close()
+    if evaluated is None:
+        return None
+    examples, responses = evaluated
+    scored = trainer.task.score(examples, responses)
+    return store_result(config, examples, responses, scored, history,
+                        time.perf_counter() - start)

@@ -1,0 +1,112 @@
+"""Pure tensor statistics shared by the advantage strategies: group normalisation, whitening.
+
+Conventions (methods.md, "Notation"): group statistics use the Bessel-corrected (unbiased)
+standard deviation; a group with a single valid sample gets mean 0 and std 1 (its advantage is
+then the raw reward, which verl does, and which any real G >= 2 run never hits). NaN rewards
+mean "absent" and are ignored by every statistic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """Group-std and whitening conventions of one upstream (they differ; published numbers too)."""
+
+    group_eps: float  # added to the group std before dividing
+    whiten_eps: float  # variance eps (token) or std eps (sequence) of the batch whitening
+    whiten: str  # default batch-whitening convention: "token" | "sequence" | "none"
+
+
+# verl (and the GDPO authors' verl fork, which the paper follows): eps 1e-6 on the group std,
+# token-level whitening with rsqrt(var + 1e-8).
+VERL = Conventions(group_eps=1e-6, whiten_eps=1e-8, whiten="token")
+# TRL GRPOTrainer multi_objective_aggregation="normalize_then_sum": eps 1e-4 in both places,
+# whitening over responses.
+TRL = Conventions(group_eps=1e-4, whiten_eps=1e-4, whiten="sequence")
+CONVENTIONS = {"verl": VERL, "trl": TRL}
+
+
+def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float) -> torch.Tensor:
+    """Normalise each column within its prompt group, ignoring NaNs.
+
+    Args:
+        values: [N, K] float, NaN where absent.
+        group: [N] long group ids (any integers).
+        eps: added to the unbiased group std.
+    Returns:
+        [N, K]: ``(x - mean_g) / (std_g + eps)``; NaN stays NaN. A (group, column) with one
+        valid value uses mean 0, std 1.
+    """
+    if values.dim() != 2:
+        raise ValueError(f"values must be [N, K], got {tuple(values.shape)}")
+    _, gidx = torch.unique(group, return_inverse=True)
+    num_groups = int(gidx.max().item()) + 1 if gidx.numel() else 0
+    valid = ~torch.isnan(values)
+    x = torch.where(valid, values, torch.zeros_like(values)).to(torch.float64)
+    v = valid.to(torch.float64)
+    k = values.shape[1]
+    count = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, v)
+    total = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, x)
+    mean = total / count.clamp(min=1)
+    dev = torch.where(valid, x - mean[gidx], torch.zeros_like(x))
+    sq = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, dev * dev)
+    std = torch.sqrt(sq / (count - 1).clamp(min=1))
+    single = count <= 1
+    mean = torch.where(single, torch.zeros_like(mean), mean)
+    std = torch.where(single, torch.ones_like(std), std)
+    out = (x - mean[gidx]) / (std[gidx] + eps)
+    out = torch.where(valid, out, torch.full_like(out, float("nan")))
+    return out.to(values.dtype)
+
+
+def whiten(
+    scores: torch.Tensor, mask: torch.Tensor, mode: str, eps: float, keep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Batch whitening of token advantages.
+
+    Args:
+        scores: [N, T] token advantages.
+        mask: [N, T] valid response tokens.
+        mode: "token" (mean/unbiased var over valid tokens, ``(x-mu)*rsqrt(var+eps)``),
+            "sequence" (over responses, using each response's first valid token's value,
+            ``(x-mean)/(std+eps)``), or "none".
+        eps: see ``mode``.
+        keep: optional [N] bool; statistics use only kept responses, dropped ones get 0.
+    Returns:
+        [N, T] whitened advantages, zero on masked tokens (and on dropped responses).
+    """
+    m = mask.to(torch.bool)
+    if keep is not None:
+        m = m & keep.to(torch.bool)[:, None]
+    if mode == "none":
+        out = scores
+    elif mode == "token":
+        vals = scores[m].to(torch.float64)
+        if vals.numel() < 2:
+            out = scores - (vals.mean() if vals.numel() else 0.0)
+        else:
+            mu = vals.mean()
+            var = vals.var(unbiased=True)
+            out = ((scores.to(torch.float64) - mu) * torch.rsqrt(var + eps)).to(scores.dtype)
+    elif mode == "sequence":
+        rows = m.any(dim=1)
+        first = torch.argmax(m.to(torch.int8), dim=1)
+        per_seq = scores.gather(1, first[:, None]).squeeze(1)[rows].to(torch.float64)
+        if per_seq.numel() < 2:
+            out = scores - (per_seq.mean() if per_seq.numel() else 0.0)
+        else:
+            out = ((scores.to(torch.float64) - per_seq.mean()) / (per_seq.std() + eps)).to(
+                scores.dtype
+            )
+    else:
+        raise ValueError(f"unknown whitening mode {mode!r}; known: token, sequence, none")
+    return torch.where(m, out, torch.zeros_like(out))
+
+
+def broadcast(per_response: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[N] per-response values -> [N, T] on valid tokens, 0 elsewhere."""
+    return per_response[:, None].to(torch.float32) * mask.to(torch.float32)
