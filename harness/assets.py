@@ -81,3 +81,7 @@ def prepare_all() -> None:
     """Everything the default job and the tests need, prepared offline."""
     path = prepare_smollm2()
     print(f"embedded model ready: {path}")
+
+
+if __name__ == "__main__":
+    prepare_all()

@@ -22,7 +22,11 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             continue
         flag = "--" + name.replace("_", "-")
         help_text = f.metadata.get("help", "")
-        if f.type == "bool":
+        if f.type == "tuple[str, ...]":
+            parser.add_argument(flag.rstrip("s"), dest=name, action="append",
+                                default=argparse.SUPPRESS, metavar="PATH_OR_MODULE",
+                                help=help_text)
+        elif f.type == "bool":
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction,
                                 default=argparse.SUPPRESS, help=help_text)
         else:
@@ -32,14 +36,21 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 def overrides_from(args: argparse.Namespace) -> dict:
     known = cfg.all_fields()
-    return {k: v for k, v in vars(args).items() if k in known}
+    out = {k: v for k, v in vars(args).items() if k in known}
+    if "plugins" in out:
+        out["plugins"] = tuple(str(Path(p).resolve()) if p.endswith(".py") else p
+                               for p in out["plugins"])
+    return out
 
 
 def validate(config: cfg.RunConfig) -> None:
     """Fail on unknown names before anything slow starts."""
     import methods
     from harness.data import choose_train_set
+    from harness.plugins import load_plugins
     from tasks import TASKS
+
+    load_plugins(config.plugins)
 
     methods.METHODS.get(config.method.method)
     TASKS.get(config.task.task)
@@ -109,7 +120,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {name:<14} {m.help}  [{m.source}]")
     print("tasks (what --task evaluates; training sets in order of preference):")
     for name, t in TASKS.items():
-        print(f"  {name:<26} {t.family:<6} train: {', '.join(t.train_sets):<18} {t.help}")
+        print(f"  {name:<28} {t.family:<6} train: {', '.join(t.train_sets):<18} {t.help}")
     print("training sets:")
     for name, ts in TRAIN_SETS.items():
         where = "--data-dir" if ts.needs_data_dir else "offline"

@@ -95,6 +95,8 @@ class RunConfig:
     preset: str = opt("smoke", "preset the fields started from")
     seed: int = opt(0, "training seed")
     results_dir: str = opt("results", "where result files are stored", identity=False)
+    plugins: tuple[str, ...] = opt((), "Python files or modules imported first, to register "
+                                       "your own methods or tasks (repeatable)", identity=False)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -105,7 +107,7 @@ class RunConfig:
         kwargs = {}
         for key, value in data.items():
             cls = SECTION_TYPES.get(key)
-            kwargs[key] = cls(**value) if cls else value
+            kwargs[key] = cls(**value) if cls else (tuple(value) if key == "plugins" else value)
         unknown = set(kwargs) - set(sections)
         if unknown:
             raise ValueError(f"unknown config keys: {sorted(unknown)}")

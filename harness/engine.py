@@ -95,6 +95,9 @@ def build_engine(config: RunConfig, mini_batch: int):
 
     if not config.training.use_gpu:
         _skip_cpu_shm_build()
+    # DeepSpeed reads the world size from its own comm layer: wrap the process group that
+    # Ray Train (or init_single_process) created before any DeepSpeed config is parsed.
+    deepspeed.init_distributed(dist_backend="nccl" if config.training.use_gpu else "gloo")
     cfg = ds_config(config, mini_batch)
     keep = None
     if config.training.zero_stage == 3:

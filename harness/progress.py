@@ -15,10 +15,11 @@ class Bars:
         self.evaluation = None
 
     def step(self, metrics: dict) -> None:
-        shown = {k.split("/")[-1]: round(v, 3) for k, v in metrics.items()
-                 if k.startswith("reward/")}
-        shown["s/step"] = round(metrics.get("time/step", 0.0), 1)
-        self.train.set_postfix(shown)
+        shown = [f"{k.split('/')[-1]} {v:.2f}" for k, v in metrics.items()
+                 if k.startswith("reward/")]
+        shown.append(f"{metrics.get('time/step', 0.0):.1f} s/step")
+        # Ray's tqdm has set_description but no set_postfix
+        self.train.set_description(f"{self.label} train | {', '.join(shown)}")
         self.train.update(1)
 
     def eval(self, n: int) -> None:

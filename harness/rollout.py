@@ -54,11 +54,17 @@ class HFRollout:
         self.eos_ids = sorted({e for e in eos if e is not None} | {tokenizer.eos_token_id})
 
     @torch.no_grad()
-    def load_weights(self, named_tensors) -> None:
-        """Copy ``(name, tensor)`` pairs into the rollout model (weight sync)."""
+    def load_weights(self, named_tensors) -> float:
+        """Copy ``(name, tensor)`` pairs into the rollout model (weight sync).
+
+        Returns the L2 norm of the change, i.e. of the last optimizer update."""
         params = dict(self.model.named_parameters())
+        sq = 0.0
         for name, tensor in named_tensors:
-            params[name].data.copy_(tensor.to(params[name].dtype))
+            new = tensor.to(params[name].dtype)
+            sq += float((new - params[name].data).double().pow(2).sum())
+            params[name].data.copy_(new)
+        return sq ** 0.5
 
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
         texts = [render_prompt(self.tokenizer, ex) for ex in examples]

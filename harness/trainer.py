@@ -21,6 +21,7 @@ from harness.config import RunConfig
 from harness.data import PromptSampler, load_eval, load_train
 from harness.loss import kl_penalty, ppo_clip_loss, token_logprobs
 from harness.models import load_model, load_tokenizer
+from harness.plugins import load_plugins
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
                              result_path)
 from harness.rollout import HFRollout, Rollout
@@ -58,6 +59,7 @@ class StepData:
 
 class Trainer:
     def __init__(self, config: RunConfig) -> None:
+        load_plugins(config.plugins)
         self.config = config
         self.rank, self.world = eng.rank(), eng.world_size()
         self.task: Task = TASKS.get(config.task.task)
@@ -81,6 +83,7 @@ class Trainer:
         self.rollout = HFRollout(plain, self.tokenizer)
         self.engine, self.ds_config = eng.build_engine(
             config, self.local_n // t.ppo_mini_batches)
+        self.sync_weights()  # rollouts must start from exactly the engine's weights
         self.train_examples = self._usable(load_train(config))
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
 
@@ -93,9 +96,10 @@ class Trainer:
                              f"({self.config.rollout.max_prompt_tokens})")
         return keep
 
-    def sync_weights(self) -> None:
+    def sync_weights(self) -> float:
+        """Push the policy's gathered weights to the rollout engine; the change's L2 norm."""
         with eng.gathered_parameters(self.engine.module) as named:
-            self.rollout.load_weights(named)
+            return self.rollout.load_weights(named)
 
     # --- one step -------------------------------------------------------------------------
     def collect(self, step: int) -> tuple[StepData, dict]:
@@ -105,7 +109,6 @@ class Trainer:
         mine = list(range(self.rank, r.prompts_per_step, self.world))
         examples = [self.train_examples[global_idx[j]] for j in mine]
         t0 = time.perf_counter()
-        self.sync_weights()
         ro = self.rollout.generate(examples, r.group_size, r.max_response_tokens,
                                    r.temperature, r.top_p, r.top_k,
                                    seed=cfg.seed * 1_000_003 + step * 1009 + self.rank)
@@ -178,7 +181,7 @@ class Trainer:
                     mask = data.rollout.response_mask[rows]
                     loss, info = ppo_clip_loss(logp, old, data.advantages[rows], mask,
                                                t.clip_eps_low, t.clip_eps_high, t.loss_agg)
-                    info["pg_loss"] = float(loss)
+                    info["pg_loss"] = float(loss.detach())
                     if data.ref_logp is not None:
                         kl = kl_penalty(logp, data.ref_logp[rows], t.kl_type)
                         kl_mean = (kl * mask).sum() / mask.sum().clamp(min=1)
@@ -186,13 +189,14 @@ class Trainer:
                         info["kl"] = float(kl_mean)
                     self.engine.backward(loss)
                     self.engine.step()
-                    info["loss"] = float(loss)
+                    info["loss"] = float(loss.detach())
                     for key, v in info.items():
                         stats.setdefault(key, []).append(v)
         out = {k: sum(v) / len(v) for k, v in stats.items()}
         norm = self.engine.get_global_grad_norm()
         if norm is not None:
             out["grad_norm"] = float(norm)
+        out["param_update_norm"] = self.sync_weights()  # the next rollout sees the new policy
         return out
 
     def train(self, log_path: Path | None, progress=None) -> list[dict]:
@@ -219,7 +223,6 @@ class Trainer:
     # --- evaluation ----------------------------------------------------------------------
     def evaluate(self, progress=None) -> tuple[list[Example], list[str]] | None:
         """Greedy responses to the benchmark, sharded over ranks; rank 0 gets all of them."""
-        self.sync_weights()
         examples = load_eval(self.task, self.config)
         mine = examples[self.rank::self.world]
         r = self.config.rollout

@@ -123,7 +123,8 @@ def test_zero_on_masked_tokens_and_whitened_moments(b):
         assert torch.all(S[b.response_mask == 0] == 0)
     S = methods.advantages("gdpo", b)
     vals = S[b.response_mask.bool()].double()
-    if vals.var() > 1e-6:  # a batch whose advantages are all equal whitens to 0
+    raw = methods.advantages("gdpo", b, whiten="none")[b.response_mask.bool()].double()
+    if raw.var() > 1e-4:  # eps 1e-8 under the rsqrt only matters for near-constant batches
         assert abs(float(vals.mean())) < 1e-5
         assert abs(float(vals.var()) - 1) < 1e-3
 
