@@ -59,6 +59,9 @@ class TrainingConfig:
     ppo_epochs: int = opt(1, "passes over each rollout batch")
     ppo_mini_batches: int = opt(1, "optimizer steps per pass (mini-batches of the batch)")
     micro_batch_size: int = opt(8, "responses per forward/backward on one worker", identity=False)
+    gradient_checkpointing: bool = opt(True, "recompute activations in backward: ~1/3 more "
+                                             "compute, activation memory per layer boundary "
+                                             "only", identity=False)
     workers: int = opt(1, "Ray Train workers (data parallel ranks)", identity=False)
     use_gpu: bool = opt(False, "one GPU per worker (nccl) instead of CPU (gloo)", identity=False)
     zero_stage: int = opt(3, "DeepSpeed ZeRO stage of the policy engine (0-3)", identity=False)
@@ -94,7 +97,9 @@ class RunConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
     preset: str = opt("smoke", "preset the fields started from")
     seed: int = opt(0, "training seed")
-    results_dir: str = opt("results", "where result files are stored", identity=False)
+    results_dir: str = opt("runs", "where result files are stored (the reference results "
+                                   "committed with the project live in results/)",
+                           identity=False)
     plugins: tuple[str, ...] = opt((), "Python files or modules imported first, to register "
                                        "your own methods or tasks (repeatable)", identity=False)
 
@@ -167,7 +172,7 @@ PRESETS.add("smoke", Preset(
     "a 40-item stratified BFCL subset",
     {"prompts_per_step": 2, "group_size": 4, "steps": 4, "temperature": 1.0, "top_p": 1.0,
      "top_k": 0, "lr": 1e-5, "max_prompt_tokens": 1024, "max_response_tokens": 96,
-     "eval_max_response_tokens": 128, "eval_limit": 40, "micro_batch_size": 8,
+     "eval_max_response_tokens": 128, "eval_limit": 40, "micro_batch_size": 4,
      "dtype": "float32", "use_gpu": False, "workers": 1},
 ))
 

@@ -107,6 +107,8 @@ def build_engine(config: RunConfig, mini_batch: int):
     model = load_model(config.model.model, seed=config.seed,
                        allow_download=config.model.allow_download, dtype=config.model.dtype)
     model.config.use_cache = False
+    if config.training.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                       config=cfg, dist_init_required=False)
     del keep
