@@ -46,7 +46,7 @@ def overrides_from(args: argparse.Namespace) -> dict:
 def validate(config: cfg.RunConfig) -> None:
     """Fail on unknown names before anything slow starts."""
     import methods
-    from harness.data import choose_train_set
+    from harness.data import load_train
     from harness.plugins import load_plugins
     from tasks import TASKS
 
@@ -54,7 +54,7 @@ def validate(config: cfg.RunConfig) -> None:
 
     methods.METHODS.get(config.method.method)
     TASKS.get(config.task.task)
-    choose_train_set(config)
+    load_train(config)  # a missing or malformed data file fails here, before workers start
     methods.MethodOptions(conventions=config.method.conventions, whiten=config.method.whiten)
     if config.rollout.engine != "hf":
         raise ValueError(f"rollout engine {config.rollout.engine!r} is not available in this "

@@ -1,0 +1,74 @@
+"""The CLI around the engine: list, score, the evaluation subset, clear errors."""
+import json
+
+import pytest
+
+from harness import cli
+from harness.config import resolve
+from harness.data import stratified_subset
+from tasks import TASKS
+
+
+def test_list_shows_every_registry(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("gdpo", "grpo", "bfcl", "bfcl-live", "rlla", "tools-synth", "smoke", "paper-tool"):
+        assert name in out
+
+
+def test_score_agrees_with_the_task_scorer(tmp_path, capsys):
+    task = TASKS.get("bfcl-simple-python")
+    items = task.load_eval(None)[:6]
+    # three gold answers and three broken ones
+    responses = [ex.metadata["gold_output"] for ex in items[:3]] + ["no call", "<tool_call>\n{",
+                                                                    ""]
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({"id": ex.id, "response": r}) + "\n"
+                             for ex, r in zip(items, responses)))
+    out_json = tmp_path / "scores.json"
+    assert cli.main(["score", "--task", "bfcl-simple-python", "--predictions", str(preds),
+                     "--output", str(out_json)]) == 0
+    expected = task.score(items, responses)["metrics"]
+    stored = json.loads(out_json.read_text())["metrics"]
+    assert stored == expected
+    assert stored["format_rate"] == pytest.approx(50.0)  # 3 of 6 parse
+    assert "6 of 400 items scored" in capsys.readouterr().out
+
+
+def test_score_names_the_file_and_line_of_bad_input(tmp_path, capsys):
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"id": "simple_python_0", "response": "x"}\n{not json\n')
+    assert cli.main(["score", "--task", "bfcl", "--predictions", str(preds)]) == 2
+    assert f"{preds}:2" in capsys.readouterr().err
+    preds.write_text('{"id": "no-such-item", "response": "x"}\n')
+    assert cli.main(["score", "--task", "bfcl", "--predictions", str(preds)]) == 2
+    assert "not items of task 'bfcl'" in capsys.readouterr().err
+
+
+def test_eval_subset_is_fixed_and_covers_every_category():
+    items = TASKS.get("bfcl").load_eval(None)
+    a = stratified_subset(items, 40, seed=1234)
+    b = stratified_subset(items, 40, seed=1234)
+    assert [x.id for x in a] == [x.id for x in b] and len(a) == 40
+    cats = {x.metadata["category"] for x in a}
+    assert len(cats) == 10  # 4 items from each of the 10 categories
+    assert [x.id for x in stratified_subset(items, 40, seed=7)] != [x.id for x in a]
+
+
+def test_published_training_set_needs_its_folder(tmp_path, capsys):
+    assert cli.main(["run", "--task", "bfcl", "--train-data", "rlla"]) == 2
+    assert "--data-dir" in capsys.readouterr().err
+    # a folder without the published files: the error lists what is expected
+    from harness.data import load_train
+
+    config = resolve("smoke", {"train_data": "rlla", "data_dir": str(tmp_path)})
+    with pytest.raises(Exception) as err:
+        load_train(config)
+    assert "train.parquet" in str(err.value)
+
+
+def test_default_training_set_is_the_offline_generator():
+    from harness.data import choose_train_set
+
+    assert choose_train_set(resolve("smoke", {})).name == "tools-synth"
+    assert choose_train_set(resolve("smoke", {"data_dir": "/somewhere"})).name == "rlla"
