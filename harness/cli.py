@@ -82,17 +82,23 @@ def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.results import result_path, stored_seeds
+    from harness.results import check_stored, result_path, stored_seeds
 
     config = cfg.resolve(args.preset, overrides_from(args))
     config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
     if config.task.data_dir:
         config = replace(config, task=replace(config.task,
                                               data_dir=str(Path(config.task.data_dir).resolve())))
+    if Path(config.model.model).expanduser().is_dir():  # workers may run in another folder
+        config = replace(config, model=replace(
+            config.model, model=str(Path(config.model.model).expanduser().resolve())))
     validate(config)
     seeds = list(range(args.seeds))
     stored = stored_seeds(config)
     todo = [s for s in seeds if args.force or s not in stored]
+    for s in seeds:
+        if s not in todo:
+            check_stored(replace(config, seed=s), stored[s])
     for s in seeds:
         if s not in todo:
             print(f"seed {s}: stored at {stored[s]} (skipped; --force reruns it)")

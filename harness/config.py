@@ -188,7 +188,8 @@ def identity_overrides(config: RunConfig) -> dict[str, Any]:
     reference = resolve(config.preset, {})
     out = {}
     for name, (section, f) in all_fields().items():
-        if not f.metadata.get("identity", True) or name in ("seed", "preset"):
+        # train_data is resolved to the chosen set's name by harness.results.run_dir
+        if not f.metadata.get("identity", True) or name in ("seed", "preset", "train_data"):
             continue
         ours = getattr(getattr(config, section), name) if section else getattr(config, name)
         theirs = getattr(getattr(reference, section), name) if section else getattr(reference, name)

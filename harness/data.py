@@ -28,6 +28,14 @@ def choose_train_set(config: RunConfig) -> TrainSet:
     raise ValueError(f"task {task.name!r} has no offline training set; pass --data-dir")
 
 
+def offline_train_set(task_name: str) -> str | None:
+    """The task's first training set that needs no data folder (its offline default)."""
+    for name in TASKS.get(task_name).train_sets:
+        if not TRAIN_SETS.get(name).needs_data_dir:
+            return name
+    return None
+
+
 def load_train(config: RunConfig) -> list[Example]:
     ts = choose_train_set(config)
     data_dir = Path(config.task.data_dir) if config.task.data_dir else None

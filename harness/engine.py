@@ -49,6 +49,16 @@ def init_single_process() -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
 
 
+def device(use_gpu: bool) -> torch.device:
+    """This worker's device: its local GPU (Ray Train sets LOCAL_RANK), else the CPU."""
+    if not use_gpu:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("--use-gpu was given but torch sees no CUDA device; on a CPU machine "
+                           "pass --no-use-gpu (the smoke preset does)")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+
+
 def largest_divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, min(n, max(cap, 1)) + 1) if n % d == 0)
 

@@ -28,39 +28,54 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
     return out
 
 
-def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """Reduce a [N, T] per-token loss to a scalar, as verl's ``agg_loss`` names the modes."""
-    m = mask.to(loss_mat.dtype)
+def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str,
+              total_tokens: float | None = None, max_len: int | None = None) -> torch.Tensor:
+    """Reduce a [N, T] per-token loss to a scalar; the modes are named as verl names them.
+
+    Args:
+        loss_mat, mask: [N, T]; masked tokens never contribute (not even a NaN or inf).
+        mode: token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm.
+        total_tokens: token-mean's divisor. Give the valid-token count of the whole
+            mini-batch (all micro-batches, all ranks) so that splitting it changes nothing;
+            default: this slice's count.
+        max_len: seq-mean-token-sum-norm's constant divisor (Dr. GRPO: the maximum response
+            length); default: the padded width T.
+    """
+    m = mask.to(torch.bool)
+    masked = torch.where(m, loss_mat, torch.zeros_like(loss_mat))
     if mode == "token-mean":
-        return (loss_mat * m).sum() / m.sum().clamp(min=1)
-    seq_sum = (loss_mat * m).sum(dim=1)
+        denom = total_tokens if total_tokens is not None else m.sum().clamp(min=1)
+        return masked.sum() / denom
+    seq_sum = masked.sum(dim=1)
     if mode == "seq-mean-token-sum":
         return seq_sum.mean()
     if mode == "seq-mean-token-mean":
         return (seq_sum / m.sum(dim=1).clamp(min=1)).mean()
-    if mode == "seq-mean-token-sum-norm":  # Dr. GRPO: divide by the padded length
-        return seq_sum.sum() / loss_mat.shape[1]
+    if mode == "seq-mean-token-sum-norm":
+        return (seq_sum / (max_len or loss_mat.shape[1])).mean()
     raise ValueError(f"unknown loss aggregation {mode!r}; known: {', '.join(AGG_MODES)}")
 
 
 def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                   mask: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.2,
-                  agg: str = "token-mean") -> tuple[torch.Tensor, dict]:
+                  agg: str = "token-mean", **agg_options) -> tuple[torch.Tensor, dict]:
     """``-min(ratio*S, clip(ratio, 1-eps_low, 1+eps_high)*S)`` aggregated.
 
-    Args: logp, old_logp, advantages, mask: [N, T].
+    Args: logp, old_logp, advantages, mask: [N, T]; ``agg_options`` go to :func:`aggregate`.
     Returns: (scalar loss, {"clip_frac", "ratio_mean"}).
     """
     ratio = torch.exp(logp - old_logp)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages
     loss_mat = -torch.minimum(unclipped, clipped)
-    loss = aggregate(loss_mat, mask, agg)
+    loss = aggregate(loss_mat, mask, agg, **agg_options)
     with torch.no_grad():
         m = mask.to(torch.bool)
         frac = ((clipped < unclipped) & m).sum() / m.sum().clamp(min=1)
         ratio_mean = ratio[m].mean() if m.any() else torch.tensor(1.0)
-    return loss, {"clip_frac": float(frac), "ratio_mean": float(ratio_mean)}
+        token_mean = aggregate(loss_mat, mask, "token-mean")  # for logs, whatever ``agg``
+    return loss, {"clip_frac": float(frac), "ratio_mean": float(ratio_mean),
+                  "pg_loss": float(token_mean)}
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "low_var_kl") -> torch.Tensor:

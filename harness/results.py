@@ -10,6 +10,7 @@ Layout::
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -51,14 +52,49 @@ def atomic_write_jsonl(path: Path, rows: Iterable[Any]) -> None:
 
 
 def slug(text: str) -> str:
-    """A path component: a local model folder becomes its last part."""
-    base = Path(text).name if ("/" in text and Path(text).expanduser().exists()) else text
-    return re.sub(r"[^A-Za-z0-9._+-]+", "_", base).strip("_") or "model"
+    """A path component. A local model folder becomes its last part plus a short hash of its
+    absolute path, so two checkpoints both called ``hf`` never share a results folder."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:6]
+        text = f"{path.resolve().name}-{digest}"
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "model"
 
 
 def run_dir(config: RunConfig) -> Path:
+    """``<results>/<task>/<method>/<model>/<setting>``; the setting names the training set
+    when it is not the task's offline default (e.g. ``smoke+rlla``)."""
+    from harness.data import choose_train_set, offline_train_set
+
+    setting = setting_name(config)
+    chosen = choose_train_set(config).name
+    if chosen != offline_train_set(config.task.task):
+        setting += f"+{chosen}"
     return (Path(config.results_dir) / config.task.task / config.method.method
-            / slug(config.model.model) / setting_name(config))
+            / slug(config.model.model) / setting)
+
+
+def identity(config: RunConfig) -> dict:
+    """The fields of a stored config that must match for its seed to count as this setting."""
+    from harness.config import all_fields
+
+    out = {}
+    data = config.to_dict()
+    for name, (section, f) in all_fields().items():
+        if f.metadata.get("identity", True) and name not in ("seed",):
+            out[name] = data[section][name] if section else data[name]
+    out.pop("train_data", None)  # resolved into the folder name instead
+    return out
+
+
+def check_stored(config: RunConfig, path: Path) -> None:
+    """A stored seed made with other settings (an edited preset, say) must not be pooled."""
+    stored = RunConfig.from_dict(load_result(path)["config"])
+    ours, theirs = identity(config), identity(stored)
+    diff = {k: (theirs.get(k), v) for k, v in ours.items() if theirs.get(k) != v}
+    if diff:
+        raise ValueError(f"{path} was made with other settings ({diff}, stored vs requested); "
+                         "rerun it with --force or use another --results-dir")
 
 
 def result_path(config: RunConfig) -> Path:

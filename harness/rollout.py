@@ -52,6 +52,14 @@ class HFRollout:
         eos = model.generation_config.eos_token_id
         eos = eos if isinstance(eos, (list, tuple)) else [eos]
         self.eos_ids = sorted({e for e in eos if e is not None} | {tokenizer.eos_token_id})
+        # A checkpoint's generation_config.json may set repetition_penalty (Qwen2.5-Instruct
+        # does) or other knobs that generate() would silently apply: rollouts would then not be
+        # samples of the policy the loss scores. Keep only the special tokens.
+        from transformers import GenerationConfig
+
+        model.generation_config = GenerationConfig(
+            bos_token_id=model.generation_config.bos_token_id, eos_token_id=self.eos_ids,
+            pad_token_id=tokenizer.pad_token_id)
 
     @torch.no_grad()
     def load_weights(self, named_tensors) -> float:
@@ -98,8 +106,8 @@ class HFRollout:
         if greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
-            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p,
-                          top_k=top_k if top_k > 0 else None)
+            # top_k=0 switches top-k off; None would fall back to the config's default of 50
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k)
         if seed is not None:
             torch.manual_seed(seed)
         out = self.model.generate(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import methods
 from harness import engine as eng
 from harness.config import RunConfig
 from harness.data import PromptSampler, load_eval, load_train
-from harness.loss import kl_penalty, ppo_clip_loss, token_logprobs
+from harness.loss import aggregate, kl_penalty, ppo_clip_loss, token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.plugins import load_plugins
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
@@ -77,13 +78,16 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.tokenizer = load_tokenizer(config.model.model, config.model.allow_download)
         # the plain rollout copy is built before the ZeRO-3 scope so it is never partitioned
+        device = eng.device(t.use_gpu)
         plain = load_model(config.model.model, seed=config.seed,
                            allow_download=config.model.allow_download, dtype=config.model.dtype)
-        self.ref_model = copy.deepcopy(plain).eval() if t.kl_coef > 0 else None
-        self.rollout = HFRollout(plain, self.tokenizer)
+        self.rollout = HFRollout(plain.to(device), self.tokenizer, device)
         self.engine, self.ds_config = eng.build_engine(
             config, self.local_n // t.ppo_mini_batches)
+        self.engine.train()
         self.sync_weights()  # rollouts must start from exactly the engine's weights
+        # the KL reference is the initial policy: copied after the sync, so it equals it
+        self.ref_model = copy.deepcopy(plain).eval() if t.kl_coef > 0 else None
         self.train_examples = self._usable(load_train(config))
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
 
@@ -165,31 +169,43 @@ class Trainer:
         return out
 
     def update(self, data: StepData) -> dict:
+        """PPO epochs x mini-batches of optimizer steps over this step's rollouts.
+
+        DeepSpeed averages micro-batch losses over gradient-accumulation steps and ranks. For
+        ``token-mean`` each micro-batch's token sum is divided by the valid-token count of the
+        whole mini-batch (all ranks) and multiplied back by steps x ranks, so the gradient is
+        the exact token mean however the mini-batch is split. The other modes average per
+        sequence, which equal-sized micro-batches already make exact. Logged losses are
+        per-micro-batch token means."""
         t = self.config.training
         mb = self.ds_config["train_micro_batch_size_per_gpu"]
+        scale = self.ds_config["gradient_accumulation_steps"] * self.world
         n = data.advantages.shape[0]
         mini = n // t.ppo_mini_batches
+        mask_all = data.rollout.response_mask
+        agg = dict(max_len=self.config.rollout.max_response_tokens)
         stats: dict[str, list[float]] = {}
-        self.engine.train()
         for _ in range(t.ppo_epochs):
             for m0 in range(0, n, mini):
+                if t.loss_agg == "token-mean":
+                    local = int(mask_all[m0:m0 + mini].sum())
+                    agg["total_tokens"] = max(1, sum(eng.all_gather_objects(local))) / scale
                 for s in range(m0, m0 + mini, mb):
                     rows = list(range(s, min(s + mb, m0 + mini)))
                     logp = sequence_logprobs(self.engine, data.rollout, rows,
                                              self.config.rollout.temperature)
                     old = data.old_logp[rows] if data.old_logp is not None else logp.detach()
-                    mask = data.rollout.response_mask[rows]
+                    mask = mask_all[rows]
                     loss, info = ppo_clip_loss(logp, old, data.advantages[rows], mask,
-                                               t.clip_eps_low, t.clip_eps_high, t.loss_agg)
-                    info["pg_loss"] = float(loss.detach())
+                                               t.clip_eps_low, t.clip_eps_high, t.loss_agg,
+                                               **agg)
                     if data.ref_logp is not None:
                         kl = kl_penalty(logp, data.ref_logp[rows], t.kl_type)
-                        kl_mean = (kl * mask).sum() / mask.sum().clamp(min=1)
-                        loss = loss + t.kl_coef * kl_mean
-                        info["kl"] = float(kl_mean)
+                        loss = loss + t.kl_coef * aggregate(kl, mask, t.loss_agg, **agg)
+                        info["kl"] = float(aggregate(kl.detach(), mask, "token-mean"))
                     self.engine.backward(loss)
                     self.engine.step()
-                    info["loss"] = float(loss.detach())
+                    info["loss"] = info["pg_loss"] + t.kl_coef * info.get("kl", 0.0)
                     for key, v in info.items():
                         stats.setdefault(key, []).append(v)
         out = {k: sum(v) / len(v) for k, v in stats.items()}
@@ -200,6 +216,7 @@ class Trainer:
         return out
 
     def train(self, log_path: Path | None, progress=None) -> list[dict]:
+        """Run every step; per-step metrics are appended to ``log_path`` as they come."""
         history = []
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -252,10 +269,18 @@ def summarise_training(history: list[dict]) -> dict:
     return out
 
 
+def partial_log_path(config: RunConfig) -> Path:
+    return result_path(config).with_suffix(".train.jsonl.partial")
+
+
 def store_result(config: RunConfig, examples: list[Example], responses: list[str],
                  scored: dict, history: list[dict], wall: float) -> Path:
+    """Predictions, then the training log, then the result JSON (the commit marker)."""
     path = result_path(config)
     items = {it["id"]: it for it in scored.get("items", [])}
+    partial = partial_log_path(config)
+    if partial.is_file():
+        os.replace(partial, path.with_suffix(".train.jsonl"))
     atomic_write_jsonl(path.with_suffix(".predictions.jsonl"),
                        [{"id": ex.id, "response": text, **{k: v for k, v in
                          items.get(ex.id, {}).items() if k != "id"}}
@@ -273,7 +298,9 @@ def train_worker(config: RunConfig, progress_factory=None) -> Path | None:
     """Train and evaluate one seed on this rank; rank 0 stores and returns the result path."""
     start = time.perf_counter()
     trainer = Trainer(config)
-    log = result_path(config).with_suffix(".train.jsonl") if trainer.rank == 0 else None
+    # the log grows in a .partial file that store_result renames: a killed run never leaves a
+    # new log beside an old result
+    log = partial_log_path(config) if trainer.rank == 0 else None
     bars = progress_factory(config) if (progress_factory and trainer.rank == 0) else None
     history = trainer.train(log, bars.step if bars else None)
     evaluated = trainer.evaluate(bars.eval if bars else None)

@@ -16,11 +16,14 @@ class MethodOptions:
 
     conventions: str = field(
         default="verl",
-        metadata={"help": "group-std / whitening conventions of an upstream: verl | trl"},
+        metadata={"help": "conventions of an upstream, verl | trl: the group-std eps (1e-6 | "
+                          "1e-4), the whitening eps (1e-8 under the rsqrt | 1e-4 on the std) and "
+                          "the default whitening (token | sequence)"},
     )
     whiten: Optional[str] = field(
         default=None,
-        metadata={"help": "batch whitening: token | sequence | none; None = the method's default"},
+        metadata={"help": "batch whitening: token | sequence | none; None = the method's default. "
+                          "The eps stays that of --conventions"},
     )
 
     def __post_init__(self) -> None:

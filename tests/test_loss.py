@@ -35,9 +35,36 @@ def test_aggregation_modes():
     assert math.isclose(float(aggregate(L, m, "token-mean")), 10 / 4)
     assert math.isclose(float(aggregate(L, m, "seq-mean-token-sum")), (6 + 4) / 2)
     assert math.isclose(float(aggregate(L, m, "seq-mean-token-mean")), (2 + 4) / 2)
-    assert math.isclose(float(aggregate(L, m, "seq-mean-token-sum-norm")), 10 / 3, rel_tol=1e-6)
+    # Dr. GRPO: mean over sequences of token sums divided by a constant length
+    assert math.isclose(float(aggregate(L, m, "seq-mean-token-sum-norm")), (6 / 3 + 4 / 3) / 2,
+                        rel_tol=1e-6)
+    assert math.isclose(float(aggregate(L, m, "seq-mean-token-sum-norm", max_len=5)),
+                        (6 / 5 + 4 / 5) / 2, rel_tol=1e-6)
+    # token-mean over a larger mini-batch: this slice's token sum over the whole count
+    assert math.isclose(float(aggregate(L, m, "token-mean", total_tokens=20)), 10 / 20)
     with pytest.raises(ValueError, match="known"):
         aggregate(L, m, "sum")
+
+
+def test_masked_tokens_never_leak_inf_or_nan():
+    L = torch.tensor([[1.0, float("inf")], [float("nan"), 2.0]])
+    m = torch.tensor([[1, 0], [0, 1]])
+    for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                 "seq-mean-token-sum-norm"):
+        assert math.isfinite(float(aggregate(L, m, mode))), mode
+
+
+def test_token_mean_is_exact_however_a_mini_batch_is_split():
+    """Two micro-batches scaled as the trainer scales them (sum / total * steps, then
+    DeepSpeed's mean over steps) give the token mean of the whole mini-batch."""
+    g = torch.Generator().manual_seed(1)
+    L = torch.randn(4, 5, generator=g)
+    m = (torch.rand(4, 5, generator=g) > 0.3).long()
+    whole = float(aggregate(L, m, "token-mean"))
+    total = int(m.sum()) / 2  # 2 accumulation steps, 1 rank
+    split = sum(float(aggregate(L[i:i + 2], m[i:i + 2], "token-mean", total_tokens=total))
+                for i in (0, 2)) / 2
+    assert math.isclose(split, whole, rel_tol=1e-6)
 
 
 def test_kl_estimators():

@@ -38,3 +38,28 @@ def test_response_mask_keeps_first_eos_only():
     ids = torch.tensor([[5, 6, 2, 2, 2], [5, 2, 7, 2, 2], [5, 6, 7, 8, 9]])
     assert response_mask_from_ids(ids, [2]).tolist() == [[1, 1, 1, 0, 0], [1, 1, 0, 0, 0],
                                                          [1, 1, 1, 1, 1]]
+
+
+def test_checkpoint_generation_config_does_not_leak_into_rollouts():
+    tok = load_tokenizer("tiny-random")
+    model = load_model("tiny-random")
+    model.generation_config.repetition_penalty = 1.3  # as Qwen2.5-Instruct's file sets 1.05
+    model.generation_config.top_k = 20
+    rollout = HFRollout(model, tok)
+    assert model.generation_config.repetition_penalty in (None, 1.0)
+    seen = {}
+    real = model.generate
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return real(**kwargs)
+
+    model.generate = spy
+    ex = Example(id="q", messages=({"role": "user", "content": "hi"},), reference="")
+    rollout.generate([ex], 2, 3, temperature=1.0, top_p=1.0, top_k=0)
+    # sampling from the full distribution: top-k off explicitly (None would mean the default 50)
+    assert seen["top_k"] == 0 and seen["do_sample"] is True
+    config, _ = model._prepare_generation_config(None, **{k: v for k, v in seen.items()
+                                                          if k in ("top_k", "top_p",
+                                                                   "temperature")})
+    assert config.top_k == 0 and config.repetition_penalty in (None, 1.0)

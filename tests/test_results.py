@@ -47,10 +47,11 @@ def test_mean_and_sample_std():
 def _store(config, seed, value):
     from dataclasses import replace
 
-    path = result_path(replace(config, seed=seed))
+    seeded = replace(config, seed=seed)
+    path = result_path(seeded)
     atomic_write_json(path, {"metrics": {"non_live_overall": value, "live_overall": value / 2,
                                          "format_rate": 50.0},
-                             "train": {"time/step/mean": 3.0}})
+                             "train": {"time/step/mean": 3.0}, "config": seeded.to_dict()})
     return path
 
 
@@ -76,3 +77,29 @@ def test_unknown_names_fail_with_suggestions(capsys):
     assert "Did you mean 'bfcl-live'" in capsys.readouterr().err
     assert cli.main(["run", "--preset", "smok"]) == 2
     assert "Did you mean 'smoke'" in capsys.readouterr().err
+
+
+def test_a_stored_seed_from_other_settings_is_not_pooled(tmp_path, capsys):
+    from dataclasses import replace
+
+    config = resolve("smoke", {"results_dir": str(tmp_path), "method": "gdpo", "task": "bfcl"})
+    path = _store(config, 0, 10.0)
+    # the same folder, but the stored run used another learning rate (an edited preset, say)
+    data = json.loads(path.read_text())
+    data["config"]["training"]["lr"] = 0.5
+    atomic_write_json(path, data)
+    rc = cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--seeds", "1",
+                   "--results-dir", str(tmp_path)])
+    assert rc == 2 and "made with other settings" in capsys.readouterr().err
+
+
+def test_training_set_and_local_model_are_part_of_the_identity(tmp_path):
+    offline = resolve("smoke", {"results_dir": str(tmp_path)})
+    published = resolve("smoke", {"results_dir": str(tmp_path), "data_dir": str(tmp_path)})
+    assert result_path(offline).parent.name == "smoke"
+    assert result_path(published).parent.name == "smoke+rlla"
+    a, b = tmp_path / "a" / "hf", tmp_path / "b" / "hf"
+    a.mkdir(parents=True), b.mkdir(parents=True)
+    pa = result_path(resolve("smoke", {"results_dir": str(tmp_path), "model": str(a)}))
+    pb = result_path(resolve("smoke", {"results_dir": str(tmp_path), "model": str(b)}))
+    assert pa != pb and pa.parent.parent.name.startswith("hf-")

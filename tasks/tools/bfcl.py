@@ -29,6 +29,8 @@ scored examples enter an aggregate; an absent category gets no number.
 """
 from __future__ import annotations
 
+import functools
+
 import copy
 import os
 import sys
@@ -307,10 +309,20 @@ def aggregate(counts: Mapping[str, tuple[int, int]]) -> dict[str, float]:
     groups += [acc[c] for c in ("multiple", "parallel", "parallel_multiple") if c in acc]
     if groups:
         metrics["non_live_overall"] = 100.0 * bfcl.unweighted(groups)["accuracy"]
-    live = [acc[c] for c in LIVE if c in acc]
+    # Live Overall weighs categories by their size in the full benchmark, not by how many items
+    # were scored: with --eval-limit the subset is stratified (about equal per category), and
+    # weighting by subset counts would over-weigh the 16-item live_parallel. On the full
+    # benchmark both weightings are the same.
+    live = [{**acc[c], "total_count": category_size(c)} for c in LIVE if c in acc]
     if live:
         metrics["live_overall"] = 100.0 * bfcl.weighted(live)["accuracy"]
     return metrics
+
+
+@functools.lru_cache(maxsize=None)
+def category_size(category: str) -> int:
+    """Items of one category in the full benchmark (the wheel's data)."""
+    return len(load_category(category))
 
 
 def score(examples: Sequence[Example], responses: Sequence[str]) -> dict:

@@ -229,3 +229,17 @@ def test_bfcl_import_writes_only_into_our_folder():
     if before is None:
         assert Path(eval_config.PROJECT_ROOT) == bfcl.default_project_root()
         assert Path(eval_config.LOCK_DIR).parent == bfcl.default_project_root()
+
+
+def test_live_overall_of_a_subset_is_weighted_by_full_category_sizes():
+    from tasks.tools.bfcl import aggregate, category_size
+
+    sizes = {c: category_size(c) for c in ("live_simple", "live_multiple", "live_parallel",
+                                            "live_parallel_multiple")}
+    assert sizes == {"live_simple": 258, "live_multiple": 1053, "live_parallel": 16,
+                     "live_parallel_multiple": 24}
+    # 4 items scored per category (an --eval-limit subset): accuracies 100, 50, 0, 0 percent
+    m = aggregate({"live_simple": (4, 4), "live_multiple": (2, 4), "live_parallel": (0, 4),
+                   "live_parallel_multiple": (0, 4)})
+    # (100 * 258 + 50 * 1053 + 0 * 16 + 0 * 24) / 1351 = 58.068...
+    assert abs(m["live_overall"] - (100 * 258 + 50 * 1053) / 1351) < 1e-9
