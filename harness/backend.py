@@ -37,8 +37,10 @@ def train_seed(config: RunConfig) -> Path:
     import ray.train
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    from harness.plugins import load_plugins
     from harness.results import result_path
 
+    load_plugins(config.plugins)  # the driver resolves result paths through the registries too
     t = config.training
     cpus = max(1, (os.cpu_count() or 1) // t.workers)
     storage = tempfile.mkdtemp(prefix="harness-ray-")
