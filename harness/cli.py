@@ -12,7 +12,7 @@ from pathlib import Path
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-_TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str}
+_TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str, "Optional[float]": float}
 _NOT_FLAGS = {"seed", "preset"}  # --seeds and --preset are handled by the command itself
 
 
@@ -52,10 +52,13 @@ def validate(config: cfg.RunConfig) -> None:
 
     load_plugins(config.plugins)
 
-    methods.METHODS.get(config.method.method)
     TASKS.get(config.task.task)
     load_train(config)  # a missing or malformed data file fails here, before workers start
-    methods.MethodOptions(conventions=config.method.conventions, whiten=config.method.whiten)
+    method = methods.get(config.method.method)  # unknown names and bad compositions fail here
+    config.method.options()
+    if method.needs != "none":
+        raise ValueError(f"method {method.name!r} needs {method.needs} forward passes, which "
+                         "this trainer does not run yet")
     if config.rollout.engine != "hf":
         raise ValueError(f"rollout engine {config.rollout.engine!r} is not available in this "
                          "version; use --engine hf")

@@ -26,7 +26,7 @@ from harness.plugins import load_plugins
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
                              result_path)
 from harness.rollout import HFRollout, Rollout
-from methods import MethodOptions, RolloutBatch
+from methods import RolloutBatch
 from tasks import TASKS
 from tasks.base import Example, Task
 
@@ -64,9 +64,8 @@ class Trainer:
         self.config = config
         self.rank, self.world = eng.rank(), eng.world_size()
         self.task: Task = TASKS.get(config.task.task)
-        self.method = methods.METHODS.get(config.method.method)
-        self.options = MethodOptions(conventions=config.method.conventions,
-                                     whiten=config.method.whiten)
+        self.method = methods.get(config.method.method)
+        self.options = config.method.options()
         r, t = config.rollout, config.training
         if r.prompts_per_step % self.world:
             raise ValueError(f"prompts_per_step ({r.prompts_per_step}) must be divisible by the "

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
@@ -26,6 +26,19 @@ class MethodOptions:
                           "The eps stays that of --conventions"},
     )
 
+    dara_variant: str = field(
+        default="asym",
+        metadata={"help": "DARA: asym (boost positive advantages only) | sym (scale them)"},
+    )
+    dara_cap: float = field(default=5.0, metadata={"help": "DARA: upper bound of lambda"})
+    sa_gamma: float = field(
+        default=0.5, metadata={"help": "SA-MRPO: lambda = (1 - saturation)^gamma; 0 is GDPO"})
+    gd2po_tau: Optional[float] = field(
+        default=None,
+        metadata={"help": "GD2PO: None = hard filter (drop every conflicting response); a "
+                          "float = soft filter (drop when agreement < tau; 0.8 in the paper)"},
+    )
+
     def __post_init__(self) -> None:
         if self.conventions not in CONVENTIONS:
             raise ValueError(
@@ -46,11 +59,36 @@ class AdvantageOutput:
 
 
 @dataclass(frozen=True)
+class Parts:
+    """A method as a composition of parts; None = not set by this preset (defaults apply)."""
+
+    normaliser: Optional[str] = None  # grpo | gdpo (default gdpo)
+    weighting: Optional[str] = None  # saw | dara | dvao | sa-mrpo
+    filter: Optional[str] = None  # gd2po
+
+    def merge(self, other: "Parts", names: tuple[str, str]) -> "Parts":
+        """Combine two presets; both setting the same kind of part is an error."""
+        out = {}
+        for kind in ("normaliser", "weighting", "filter"):
+            a, b = getattr(self, kind), getattr(other, kind)
+            if a is not None and b is not None and a != b:
+                raise ValueError(f"{names[0]!r} and {names[1]!r} both set the {kind} "
+                                 f"({a} vs {b}); compose at most one of each kind")
+            out[kind] = a if a is not None else b
+        return Parts(**out)
+
+
+@dataclass(frozen=True)
 class Method:
-    """A registered advantage strategy."""
+    """A registered advantage strategy: a preset of parts."""
 
     name: str
     help: str
     source: str  # where the formula was read (paper / code)
-    compute: Callable[[RolloutBatch, MethodOptions], AdvantageOutput]
+    parts: Parts
     needs: str = "none"  # extra forward passes: none | replay | counterfactual | teacher
+
+    def compute(self, batch: RolloutBatch, options: MethodOptions) -> AdvantageOutput:
+        from methods.compose import compute
+
+        return compute(self.parts, batch, options)

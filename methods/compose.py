@@ -1,0 +1,100 @@
+"""Composition: normaliser x reward weighting x response filter -> token advantages S[N, T].
+
+    GDPO normaliser:  S = whiten( scale(n) * sum_k w_k * f(lambda_k, A_k(n)) )
+    GRPO normaliser:  S = group_normalise( sum_k lambda_k w_k r[n,k] )
+
+``f`` is ``lambda * A`` (or DARA's asymmetric ``A + (lambda - 1) max(A, 0)``), ``scale`` is
+GD^2PO's ``delta(n) kappa_g`` (1 without a filter), and whitening runs over kept responses only.
+The token allocation is uniform (every valid token of a response gets its advantage).
+"""
+from __future__ import annotations
+
+import torch
+
+from methods.base import AdvantageOutput, MethodOptions, Parts
+from methods.batch import RolloutBatch
+from methods.filters import gd2po
+from methods.gdpo import reward_advantages
+from methods.stats import broadcast, group_normalise, whiten
+from methods.weighting import WEIGHTINGS, Weights
+
+NORMALISERS = ("grpo", "gdpo")
+FILTERS = ("gd2po",)
+
+
+def _weights(parts: Parts, batch: RolloutBatch, adv: torch.Tensor,
+             options: MethodOptions) -> Weights | None:
+    if parts.weighting is None:
+        return None
+    return WEIGHTINGS.get(parts.weighting)(batch, adv, options)
+
+
+def _lambda_metrics(batch: RolloutBatch, w: Weights | None) -> dict:
+    if w is None:
+        return {}
+    lam = w.lam if w.lam.dim() == 1 else w.lam.mean(dim=0)  # per-group: the batch mean
+    return {f"lambda/{name}": float(lam[k]) for k, name in enumerate(batch.reward_names)}
+
+
+def _advantage_metrics(batch: RolloutBatch, adv: torch.Tensor) -> dict:
+    out = {}
+    for k, name in enumerate(batch.reward_names):
+        col = adv[:, k]
+        col = col[~torch.isnan(col)]
+        out[f"adv/{name}/abs_mean"] = float(col.abs().mean()) if col.numel() else 0.0
+        out[f"adv/{name}/nonzero"] = float((col.abs() > 1e-8).float().mean()) if col.numel() \
+            else 0.0
+    return out
+
+
+def compute(parts: Parts, batch: RolloutBatch, options: MethodOptions) -> AdvantageOutput:
+    normaliser = parts.normaliser or "gdpo"
+    if normaliser not in NORMALISERS:
+        raise ValueError(f"unknown normaliser {normaliser!r}; known: {', '.join(NORMALISERS)}")
+    if parts.filter is not None and parts.filter not in FILTERS:
+        raise ValueError(f"unknown response filter {parts.filter!r}; known: {', '.join(FILTERS)}")
+    adv = reward_advantages(batch, options)  # [N, K], NaN = absent
+    w = _weights(parts, batch, adv, options)
+    metrics = {**_advantage_metrics(batch, adv), **_lambda_metrics(batch, w)}
+    # a response with no reward at all carries no signal: advantage 0, and it stays out of the
+    # whitening statistics (as TRL does with its "unscorable" completions)
+    keep = (~torch.isnan(batch.rewards)).any(dim=1)
+    if normaliser == "grpo":
+        if parts.filter is not None:
+            raise ValueError("gd2po filters on per-reward advantages; compose it with gdpo")
+        if w is not None and w.asymmetric:
+            raise ValueError("DARA's asymmetric form acts on per-reward advantages: compose it "
+                             "with gdpo, or pass --dara-variant sym")
+        r = batch.rewards
+        lam = w.lam if w is not None else torch.ones(r.shape[1], dtype=r.dtype)
+        present = ~torch.isnan(r)
+        total = (torch.where(present, r, torch.zeros_like(r)) * lam * batch.weights()).sum(dim=1)
+        total = torch.where(present.any(dim=1), total, torch.full_like(total, float("nan")))
+        per_response = group_normalise(total[:, None], batch.group, options.conv.group_eps,
+                                       options.conv.single)[:, 0]
+        per_response = torch.nan_to_num(per_response, nan=0.0)
+        default_mode = "none"  # verl's GRPO does not whiten
+    else:
+        a = torch.nan_to_num(adv, nan=0.0)
+        if w is None:
+            contrib = a
+        elif w.asymmetric:
+            contrib = a + (w.lam - 1.0) * a.clamp(min=0.0)
+        else:
+            contrib = w.lam * a
+        per_response = (contrib * batch.weights()).sum(dim=1)
+        if parts.filter == "gd2po":
+            scale, kept = gd2po(adv, batch.group, options)
+            per_response = per_response * scale
+            keep = keep & kept
+            metrics["kept_fraction"] = float(kept.float().mean())
+        default_mode = options.conv.whiten
+    if w is not None and w.zero is not None:
+        per_response = torch.where(w.zero, torch.zeros_like(per_response), per_response)
+        metrics["zeroed_fraction"] = float(w.zero.float().mean())
+    if w is not None and w.default_whiten is not None:
+        default_mode = w.default_whiten
+    scores = broadcast(per_response, batch.response_mask)
+    mode = options.whiten or default_mode
+    scores = whiten(scores, batch.response_mask, mode, options.conv.whiten_eps, keep=keep)
+    return AdvantageOutput(scores, metrics)
