@@ -124,7 +124,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     import methods
     from tasks import TASKS, TRAIN_SETS
 
-    print("methods:")
+    print("methods (compose presets with +, e.g. gdpo+saw or saw+gd2po; see docs/methods.md):")
     for name, m in methods.METHODS.items():
         print(f"  {name:<14} {m.help}  [{m.source}]")
     print("tasks (what --task evaluates; training sets in order of preference):")
