@@ -23,6 +23,7 @@ from harness.data import PromptSampler, load_eval, load_train
 from harness.loss import aggregate, kl_penalty, ppo_clip_loss, token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.plugins import load_plugins
+from harness.replay import relevance
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
                              result_path)
 from harness.rollout import HFRollout, Rollout
@@ -127,12 +128,19 @@ class Trainer:
         all_lengths = torch.tensor([x for p in parts for x in p[1]])
         width = int(all_lengths.max())
         mask = (torch.arange(width)[None, :] < all_lengths[:, None]).to(torch.long)
+        relevance = None
+        if self.method.needs == "replay":
+            t_rep = time.perf_counter()
+            relevance = self._replay(examples, ro, len(all_lengths), width)
+            metrics_extra = {"time/replay": time.perf_counter() - t_rep}
+        else:
+            metrics_extra = {}
         batch = RolloutBatch(
             rewards=all_rewards.reshape(len(all_lengths), len(self.task.rewards)),
             reward_names=tuple(rw.name for rw in self.task.rewards),
             reward_bounds=tuple((rw.lo, rw.hi) for rw in self.task.rewards),
             group=torch.tensor([x for p in parts for x in p[2]]),
-            response_mask=mask, step=step, total_steps=cfg.training.steps,
+            response_mask=mask, relevance=relevance, step=step, total_steps=cfg.training.steps,
         )
         out = self.method.compute(batch, self.options)
         t_local = ro.response_ids.shape[1]
@@ -140,6 +148,7 @@ class Trainer:
         adv = torch.nn.functional.pad(adv, (0, max(0, t_local - adv.shape[1])))[:, :t_local]
         metrics = self._reward_metrics(batch)
         metrics.update(out.metrics)
+        metrics.update(metrics_extra)
         metrics.update({"time/generate": t_gen, "time/rewards": t_rew,
                         "response_length": float(all_lengths.float().mean())})
         old = ref = None
@@ -150,6 +159,25 @@ class Trainer:
             if self.ref_model is not None:
                 ref = self._logprobs(self.ref_model, ro, rows)
         return StepData(ro, adv.to(torch.float32), old, ref), metrics
+
+    def _replay(self, examples: list[Example], ro: Rollout, n_global: int,
+                width: int) -> torch.Tensor:
+        """[N_global, K, width] replay distances: each rank replays its own responses with the
+        policy that sampled them (the engine, before its update), then all ranks exchange."""
+        o = self.options
+        local = relevance(self.engine, self.tokenizer, [examples[i] for i in ro.example_index],
+                          ro.response_ids, ro.response_mask,
+                          [rw.name for rw in self.task.rewards], o.replay,
+                          self.config.rollout.temperature, o.replay_chunk,
+                          self.ds_config["train_micro_batch_size_per_gpu"])
+        parts = eng.all_gather_objects(local)
+        out = torch.zeros(n_global, len(self.task.rewards), width)
+        row = 0
+        for part in parts:
+            t = min(width, part.shape[2])
+            out[row:row + part.shape[0], :, :t] = part[:, :, :t]
+            row += part.shape[0]
+        return out
 
     def _logprobs(self, model, ro: Rollout, rows: list[int]) -> torch.Tensor:
         mb = self.ds_config["train_micro_batch_size_per_gpu"]

@@ -16,8 +16,9 @@ from methods.batch import RolloutBatch
 METHODS: Registry[Method] = Registry("method")
 
 
-def _add(name: str, help: str, source: str, **parts) -> None:
-    METHODS.add(name, Method(name=name, help=help, source=source, parts=Parts(**parts)))
+def _add(name: str, help: str, source: str, needs: str = "none", **parts) -> None:
+    METHODS.add(name, Method(name=name, help=help, source=source, parts=Parts(**parts),
+                             needs=needs))
 
 
 _add("grpo", "sum rewards, then normalise within the prompt group (no batch whitening)",
@@ -35,6 +36,9 @@ _add("sa-mrpo", "GDPO with lambda_k = (1 - saturation_k)^gamma, gamma 0.5",
      "Wang et al. 2026, arXiv 2608.16072 (secondary summary)", weighting="sa-mrpo")
 _add("gd2po", "GDPO that drops responses whose rewards conflict, scaled by the group's kept "
      "fraction", "Liu et al. 2026, arXiv 2606.16771; Qwen-Applications/GD2PO", filter="gd2po")
+_add("mrtpo", "GDPO whose per-reward advantages go to the tokens the reward's verifier "
+     "information moves (replay JS distance), w = (1-beta) + beta*rho", "the MRTPO paper; "
+     "reconstructed (docs/methods.md)", needs="replay", allocation="mrtpo")
 
 
 def get(name: str) -> Method:

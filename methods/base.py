@@ -33,6 +33,18 @@ class MethodOptions:
     dara_cap: float = field(default=5.0, metadata={"help": "DARA: upper bound of lambda"})
     sa_gamma: float = field(
         default=0.5, metadata={"help": "SA-MRPO: lambda = (1 - saturation)^gamma; 0 is GDPO"})
+    mrtpo_beta: float = field(
+        default=0.5, metadata={"help": "MRTPO: allocation strength beta in w = (1-beta) + "
+                                       "beta*rho; 0 is GDPO"})
+    replay: str = field(
+        default="loo", metadata={"help": "MRTPO replay contexts: loo (with all vs without "
+                                         "reward k's text) | single | joint (one profile)"})
+    shuffle_relevance: bool = field(
+        default=False, metadata={"help": "MRTPO ablation: permute each response's relevance "
+                                         "over its tokens"})
+    replay_chunk: int = field(
+        default=128, metadata={"help": "response tokens per slice of the full-vocabulary "
+                                       "replay distances (memory O(chunk*V))"})
     gd2po_tau: Optional[float] = field(
         default=None,
         metadata={"help": "GD2PO: None = hard filter (drop every conflicting response); a "
@@ -44,6 +56,8 @@ class MethodOptions:
             raise ValueError(
                 f"unknown conventions {self.conventions!r}; known: {', '.join(CONVENTIONS)}"
             )
+        if self.replay not in ("loo", "single", "joint"):
+            raise ValueError(f"unknown replay mode {self.replay!r}; known: loo, single, joint")
         if self.whiten not in (None, "token", "sequence", "none"):
             raise ValueError(f"unknown whitening {self.whiten!r}; known: token, sequence, none")
 
@@ -65,11 +79,12 @@ class Parts:
     normaliser: Optional[str] = None  # grpo | gdpo (default gdpo)
     weighting: Optional[str] = None  # saw | dara | dvao | sa-mrpo
     filter: Optional[str] = None  # gd2po
+    allocation: Optional[str] = None  # token allocation: uniform (default) | mrtpo
 
     def merge(self, other: "Parts", names: tuple[str, str]) -> "Parts":
         """Combine two presets; both setting the same kind of part is an error."""
         out = {}
-        for kind in ("normaliser", "weighting", "filter"):
+        for kind in ("normaliser", "weighting", "filter", "allocation"):
             a, b = getattr(self, kind), getattr(other, kind)
             if a is not None and b is not None and a != b:
                 raise ValueError(f"{names[0]!r} and {names[1]!r} both set the {kind} "

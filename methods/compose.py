@@ -20,6 +20,38 @@ from methods.weighting import WEIGHTINGS, Weights
 
 NORMALISERS = ("grpo", "gdpo")
 FILTERS = ("gd2po",)
+ALLOCATIONS = ("uniform", "mrtpo")
+
+
+def mrtpo_token_weights(relevance: torch.Tensor, mask: torch.Tensor, beta: float,
+                        shuffle: bool = False, seed: int = 0) -> torch.Tensor:
+    """MRTPO's token weights ``w_k[n,t] = (1 - beta) + beta * rho_k[n,t]``.
+
+    Args:
+        relevance: [N, K, T] raw replay distances d_k (>= 0).
+        mask: [N, T] valid response tokens.
+        beta: allocation strength; 0 gives every token weight 1 (GDPO).
+        shuffle: the ablation of Table 5: rho permuted over each response's valid tokens
+            (independently per reward), with a generator seeded by ``seed``.
+    Returns: [N, K, T] weights with mean 1 over each response's valid tokens, 0 elsewhere.
+        ``rho = d / (mean_t d + 1e-8)``; a response whose distances are all 0 (the replay
+        changed nothing) gets rho = 1, i.e. the uniform allocation.
+    """
+    m = mask.to(relevance.dtype)[:, None, :]
+    d = relevance * m
+    count = m.sum(dim=-1).clamp(min=1)
+    mean = d.sum(dim=-1) / count
+    rho = d / (mean[..., None] + 1e-8)
+    rho = torch.where((mean > 0)[..., None], rho, torch.ones_like(rho))
+    if shuffle:
+        g = torch.Generator().manual_seed(seed)
+        n, k, _ = rho.shape
+        for i in range(n):
+            valid = mask[i].nonzero().squeeze(1)
+            for j in range(k):
+                perm = valid[torch.randperm(len(valid), generator=g)]
+                rho[i, j, valid] = rho[i, j, perm]
+    return ((1.0 - beta) + beta * rho) * m
 
 
 def _weights(parts: Parts, batch: RolloutBatch, adv: torch.Tensor,
@@ -53,13 +85,20 @@ def compute(parts: Parts, batch: RolloutBatch, options: MethodOptions) -> Advant
         raise ValueError(f"unknown normaliser {normaliser!r}; known: {', '.join(NORMALISERS)}")
     if parts.filter is not None and parts.filter not in FILTERS:
         raise ValueError(f"unknown response filter {parts.filter!r}; known: {', '.join(FILTERS)}")
+    allocation = parts.allocation or "uniform"
+    if allocation not in ALLOCATIONS:
+        raise ValueError(f"unknown token allocation {allocation!r}; known: {', '.join(ALLOCATIONS)}")
     adv = reward_advantages(batch, options)  # [N, K], NaN = absent
     w = _weights(parts, batch, adv, options)
     metrics = {**_advantage_metrics(batch, adv), **_lambda_metrics(batch, w)}
     # a response with no reward at all carries no signal: advantage 0, and it stays out of the
     # whitening statistics (as TRL does with its "unscorable" completions)
     keep = (~torch.isnan(batch.rewards)).any(dim=1)
+    token_w = None
     if normaliser == "grpo":
+        if allocation != "uniform":
+            raise ValueError(f"{allocation} allocates each reward's advantage separately; "
+                             "compose it with gdpo")
         if parts.filter is not None:
             raise ValueError("gd2po filters on per-reward advantages; compose it with gdpo")
         if w is not None and w.asymmetric:
@@ -82,19 +121,30 @@ def compute(parts: Parts, batch: RolloutBatch, options: MethodOptions) -> Advant
             contrib = a + (w.lam - 1.0) * a.clamp(min=0.0)
         else:
             contrib = w.lam * a
-        per_response = (contrib * batch.weights()).sum(dim=1)
+        contrib = contrib * batch.weights()  # [N, K]
         if parts.filter == "gd2po":
             scale, kept = gd2po(adv, batch.group, options)
-            per_response = per_response * scale
+            contrib = contrib * scale[:, None]
             keep = keep & kept
             metrics["kept_fraction"] = float(kept.float().mean())
+        per_response = contrib.sum(dim=1)
+        if allocation == "mrtpo":
+            if batch.relevance is None:
+                raise ValueError("mrtpo needs the replay relevance (RolloutBatch.relevance "
+                                 "[N, K, T]); the trainer computes it for methods that need "
+                                 "'replay'")
+            token_w = mrtpo_token_weights(batch.relevance, batch.response_mask,
+                                          options.mrtpo_beta, options.shuffle_relevance,
+                                          seed=batch.step)
+            # S[n,t] = sum_k w_k[n,t] * contrib[n,k]
+            token_w = torch.einsum("nkt,nk->nt", token_w, contrib)
         default_mode = options.conv.whiten
-    if w is not None and w.zero is not None:
-        per_response = torch.where(w.zero, torch.zeros_like(per_response), per_response)
-        metrics["zeroed_fraction"] = float(w.zero.float().mean())
     if w is not None and w.default_whiten is not None:
         default_mode = w.default_whiten
-    scores = broadcast(per_response, batch.response_mask)
+    scores = broadcast(per_response, batch.response_mask) if token_w is None else token_w
+    if w is not None and w.zero is not None:
+        scores = torch.where(w.zero[:, None], torch.zeros_like(scores), scores)
+        metrics["zeroed_fraction"] = float(w.zero.float().mean())
     mode = options.whiten or default_mode
     scores = whiten(scores, batch.response_mask, mode, options.conv.whiten_eps, keep=keep)
     return AdvantageOutput(scores, metrics)

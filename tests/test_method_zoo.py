@@ -25,14 +25,18 @@ GROUP = [0, 0, 0, 1, 1, 1]
 BOUNDS = ((0.0, 1.0), (-3.0, 3.0))
 
 
-def make(rewards=R, group=GROUP, lengths=None, bounds=BOUNDS, width=None):
+def make(rewards=R, group=GROUP, lengths=None, bounds=BOUNDS, width=None, relevance=None):
     r = torch.tensor(rewards, dtype=torch.float32)
     n, k = r.shape
     lengths = lengths or [1] * n
     width = width or max(lengths)
     mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
+    if relevance is None:  # replay distances for the methods that read them (MRTPO)
+        g = torch.Generator().manual_seed(n * 31 + k)
+        relevance = torch.rand(n, k, width, generator=g) * mask[:, None, :]
     return RolloutBatch(rewards=r, reward_names=tuple(f"r{i}" for i in range(k)),
-                        reward_bounds=bounds, group=torch.tensor(group), response_mask=mask)
+                        reward_bounds=bounds, group=torch.tensor(group), response_mask=mask,
+                        relevance=relevance)
 
 
 def first_token(name, **options):
@@ -189,7 +193,7 @@ def test_every_method_is_permutation_equivariant(b, rnd):
     p = torch.tensor(perm)
     pb = RolloutBatch(rewards=b.rewards[p], reward_names=b.reward_names,
                       reward_bounds=b.reward_bounds, group=b.group[p],
-                      response_mask=b.response_mask[p])
+                      response_mask=b.response_mask[p], relevance=b.relevance[p])
     for name in methods.METHODS.names():
         assert torch.allclose(methods.advantages(name, pb), methods.advantages(name, b)[p],
                               atol=1e-5), name

@@ -78,7 +78,8 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
     config = resolve("smoke", {**TINY, "task": "toy", "plugins": (TOY,), "steps": 1,
                                "results_dir": str(tmp_path)})
     trainer = Trainer(config)
-    names = methods.METHODS.names() + ["gdpo+saw", "saw+gd2po", "grpo+sa-mrpo", "dvao+gd2po"]
+    names = methods.METHODS.names() + ["gdpo+saw", "saw+gd2po", "grpo+sa-mrpo", "dvao+gd2po",
+                                       "mrtpo+saw"]
     for step, name in enumerate(names):
         trainer.method = methods.get(name)
         data, metrics = trainer.collect(step)
@@ -90,3 +91,5 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
             assert {"lambda/parity", "lambda/vowels"} <= set(metrics), name
         if parts.filter:
             assert 0.0 <= metrics["kept_fraction"] <= 1.0, name
+        if trainer.method.needs == "replay":
+            assert metrics["time/replay"] > 0, name
