@@ -129,6 +129,38 @@ def response_hidden(model, tokenizer, contexts: Sequence[list[dict]], response_i
     return hidden[:, -t - 1:-1]  # position i predicts token i + 1
 
 
+def token_logprobs_from_hidden(hidden: torch.Tensor, tokens: torch.Tensor, head,
+                               temperature: float = 1.0, chunk: int = 128) -> torch.Tensor:
+    """[N, T] log-probabilities of ``tokens`` from final hidden states, a chunk at a time."""
+    out = torch.empty(tokens.shape, dtype=torch.float32)
+    for s in range(0, tokens.shape[1], chunk):
+        logits = head(hidden[:, s:s + chunk]).float() / temperature
+        picked = logits.gather(-1, tokens[:, s:s + chunk, None].to(logits.device)).squeeze(-1)
+        out[:, s:s + chunk] = (picked - torch.logsumexp(logits, dim=-1)).cpu()
+    return out
+
+
+@torch.no_grad()
+def contrast(model, tokenizer, examples: Sequence[Example], response_ids: torch.Tensor,
+             response_mask: torch.Tensor, temperature: float = 1.0, chunk: int = 128,
+             batch_size: int = 8) -> torch.Tensor:
+    """CoRT's per-token log-likelihood contrast ``log pi(y_t | x) - log pi(y_t | x_free)``
+    [N, T]: ``x`` is the prompt as the policy saw it (its constraints included), ``x_free`` the
+    matched criteria-free prompt (every in-prompt verifier text removed). Zero on masked
+    tokens."""
+    _, head = _base_and_head(model)
+    out = torch.zeros(response_ids.shape)
+    for s in range(0, len(examples), batch_size):
+        rows = slice(s, s + batch_size)
+        ex, ids, mask = examples[rows], response_ids[rows], response_mask[rows]
+        with_c = response_hidden(model, tokenizer, [list(e.messages) for e in ex], ids, mask)
+        free = response_hidden(model, tokenizer, [replay_messages(e, frozenset()) for e in ex],
+                               ids, mask)
+        out[rows] = (token_logprobs_from_hidden(with_c, ids, head, temperature, chunk)
+                     - token_logprobs_from_hidden(free, ids, head, temperature, chunk))
+    return out * response_mask.to(out.dtype)
+
+
 def _known(example: Example) -> frozenset:
     return frozenset(info.reward for info in example.verifier_info)
 

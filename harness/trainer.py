@@ -23,7 +23,8 @@ from harness.data import PromptSampler, load_eval, load_train
 from harness.loss import aggregate, kl_penalty, ppo_clip_loss, token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.plugins import load_plugins
-from harness.replay import relevance
+from harness.replay import contrast as contrast_fn
+from harness.replay import relevance as relevance_fn
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
                              result_path)
 from harness.rollout import HFRollout, Rollout
@@ -128,19 +129,31 @@ class Trainer:
         all_lengths = torch.tensor([x for p in parts for x in p[1]])
         width = int(all_lengths.max())
         mask = (torch.arange(width)[None, :] < all_lengths[:, None]).to(torch.long)
-        relevance = None
-        if self.method.needs == "replay":
-            t_rep = time.perf_counter()
-            relevance = self._replay(examples, ro, len(all_lengths), width)
-            metrics_extra = {"time/replay": time.perf_counter() - t_rep}
-        else:
-            metrics_extra = {}
+        relevance = contrast = None
+        metrics_extra = {}
+        t_rep = time.perf_counter()
+        if "replay" in self.method.needs:
+            local = relevance_fn(self.engine, self.tokenizer, self._row_examples(examples, ro),
+                                 ro.response_ids, ro.response_mask,
+                                 [rw.name for rw in self.task.rewards], self.options.replay,
+                                 cfg.rollout.temperature, self.options.replay_chunk,
+                                 self.ds_config["train_micro_batch_size_per_gpu"])
+            relevance = self._gather_rows(local, len(all_lengths), width)
+        if "counterfactual" in self.method.needs:
+            local = contrast_fn(self.engine, self.tokenizer, self._row_examples(examples, ro),
+                                ro.response_ids, ro.response_mask, cfg.rollout.temperature,
+                                self.options.replay_chunk,
+                                self.ds_config["train_micro_batch_size_per_gpu"])
+            contrast = self._gather_rows(local[:, None, :], len(all_lengths), width)[:, 0]
+        if self.method.needs:
+            metrics_extra["time/replay"] = time.perf_counter() - t_rep
         batch = RolloutBatch(
             rewards=all_rewards.reshape(len(all_lengths), len(self.task.rewards)),
             reward_names=tuple(rw.name for rw in self.task.rewards),
             reward_bounds=tuple((rw.lo, rw.hi) for rw in self.task.rewards),
             group=torch.tensor([x for p in parts for x in p[2]]),
-            response_mask=mask, relevance=relevance, step=step, total_steps=cfg.training.steps,
+            response_mask=mask, relevance=relevance, contrast=contrast, step=step,
+            total_steps=cfg.training.steps,
         )
         out = self.method.compute(batch, self.options)
         t_local = ro.response_ids.shape[1]
@@ -160,18 +173,17 @@ class Trainer:
                 ref = self._logprobs(self.ref_model, ro, rows)
         return StepData(ro, adv.to(torch.float32), old, ref), metrics
 
-    def _replay(self, examples: list[Example], ro: Rollout, n_global: int,
-                width: int) -> torch.Tensor:
-        """[N_global, K, width] replay distances: each rank replays its own responses with the
-        policy that sampled them (the engine, before its update), then all ranks exchange."""
-        o = self.options
-        local = relevance(self.engine, self.tokenizer, [examples[i] for i in ro.example_index],
-                          ro.response_ids, ro.response_mask,
-                          [rw.name for rw in self.task.rewards], o.replay,
-                          self.config.rollout.temperature, o.replay_chunk,
-                          self.ds_config["train_micro_batch_size_per_gpu"])
+    @staticmethod
+    def _row_examples(examples: list[Example], ro: Rollout) -> list[Example]:
+        return [examples[i] for i in ro.example_index]
+
+    @staticmethod
+    def _gather_rows(local: torch.Tensor, n_global: int, width: int) -> torch.Tensor:
+        """Every rank's [n_local, C, T_local] replay result -> [N_global, C, width], in rank
+        order. Replays run on each rank with the policy that sampled its responses (the engine,
+        before its update)."""
         parts = eng.all_gather_objects(local)
-        out = torch.zeros(n_global, len(self.task.rewards), width)
+        out = torch.zeros(n_global, local.shape[1], width)
         row = 0
         for part in parts:
             t = min(width, part.shape[2])

@@ -16,7 +16,7 @@ from methods.batch import RolloutBatch
 METHODS: Registry[Method] = Registry("method")
 
 
-def _add(name: str, help: str, source: str, needs: str = "none", **parts) -> None:
+def _add(name: str, help: str, source: str, needs: tuple[str, ...] = (), **parts) -> None:
     METHODS.add(name, Method(name=name, help=help, source=source, parts=Parts(**parts),
                              needs=needs))
 
@@ -38,7 +38,11 @@ _add("gd2po", "GDPO that drops responses whose rewards conflict, scaled by the g
      "fraction", "Liu et al. 2026, arXiv 2606.16771; Qwen-Applications/GD2PO", filter="gd2po")
 _add("mrtpo", "GDPO whose per-reward advantages go to the tokens the reward's verifier "
      "information moves (replay JS distance), w = (1-beta) + beta*rho", "the MRTPO paper; "
-     "reconstructed (docs/methods.md)", needs="replay", allocation="mrtpo")
+     "reconstructed (docs/methods.md)", needs=("replay",), allocation="mrtpo")
+_add("cort", "GRPO whose advantage is spread by the tokens' log-likelihood gain from the "
+     "constraints (constraint-bearing vs criteria-free prompt), SmoothStep ramp",
+     "Zhang et al. 2026, arXiv 2607.25659; reconstructed", needs=("counterfactual",),
+     normaliser="grpo", allocation="cort")
 
 
 def get(name: str) -> Method:
@@ -49,10 +53,9 @@ def get(name: str) -> Method:
     parts = components[0].parts
     for prev, comp in zip(components, components[1:]):
         parts = parts.merge(comp.parts, (prev.name, comp.name))
-    needs = {c.needs for c in components} - {"none"}
+    needs = tuple(sorted({n for c in components for n in c.needs}))
     return Method(name=name, help=" + ".join(c.help for c in components),
-                  source="; ".join(c.source for c in components), parts=parts,
-                  needs=needs.pop() if len(needs) == 1 else "none")
+                  source="; ".join(c.source for c in components), parts=parts, needs=needs)
 
 
 def compute(name: str, batch: RolloutBatch, options: MethodOptions | None = None) -> AdvantageOutput:

@@ -45,6 +45,15 @@ class MethodOptions:
     replay_chunk: int = field(
         default=128, metadata={"help": "response tokens per slice of the full-vocabulary "
                                        "replay distances (memory O(chunk*V))"})
+    cort_clip: float = field(
+        default=2.0, metadata={"help": "CoRT: contrast mapped to [0, c] before the mean-1 "
+                                       "normalisation"})
+    cort_map: str = field(
+        default="clip", metadata={"help": "CoRT: clip (clip(delta, 0, c)) | sigmoid "
+                                          "(c * sigmoid(delta))"})
+    cort_warmup: float = field(
+        default=0.2, metadata={"help": "CoRT: SmoothStep ramp length as a fraction of the "
+                                       "training steps"})
     gd2po_tau: Optional[float] = field(
         default=None,
         metadata={"help": "GD2PO: None = hard filter (drop every conflicting response); a "
@@ -79,7 +88,7 @@ class Parts:
     normaliser: Optional[str] = None  # grpo | gdpo (default gdpo)
     weighting: Optional[str] = None  # saw | dara | dvao | sa-mrpo
     filter: Optional[str] = None  # gd2po
-    allocation: Optional[str] = None  # token allocation: uniform (default) | mrtpo
+    allocation: Optional[str] = None  # token allocation: uniform (default) | mrtpo | cort
 
     def merge(self, other: "Parts", names: tuple[str, str]) -> "Parts":
         """Combine two presets; both setting the same kind of part is an error."""
@@ -101,7 +110,7 @@ class Method:
     help: str
     source: str  # where the formula was read (paper / code)
     parts: Parts
-    needs: str = "none"  # extra forward passes: none | replay | counterfactual | teacher
+    needs: tuple[str, ...] = ()  # extra forward passes: replay | counterfactual | teacher
 
     def compute(self, batch: RolloutBatch, options: MethodOptions) -> AdvantageOutput:
         from methods.compose import compute

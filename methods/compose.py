@@ -20,7 +20,37 @@ from methods.weighting import WEIGHTINGS, Weights
 
 NORMALISERS = ("grpo", "gdpo")
 FILTERS = ("gd2po",)
-ALLOCATIONS = ("uniform", "mrtpo")
+ALLOCATIONS = ("uniform", "mrtpo", "cort")
+
+
+def smoothstep(u: float) -> float:
+    u = min(max(u, 0.0), 1.0)
+    return 3 * u * u - 2 * u ** 3
+
+
+def cort_token_weights(contrast: torch.Tensor, mask: torch.Tensor, clip: float, mapping: str,
+                       ramp: float) -> torch.Tensor:
+    """CoRT's token weights (Zhang et al. 2026, arXiv 2607.25659; reconstructed).
+
+    Args:
+        contrast: [N, T] ``delta_t = log pi(y_t|x) - log pi(y_t|x_free)``.
+        mask: [N, T]. clip: c. mapping: "clip" (``clip(delta, 0, c)``) or "sigmoid"
+            (``c * sigmoid(delta)``). ramp: SmoothStep value s(u) in [0, 1].
+    Returns: [N, T] ``w = 1 + s(u) (w~ / mean_t w~ - 1)`` (w~ / mean is 1 where the mean is 0),
+        0 on masked tokens; the mean over each response's tokens is 1.
+    """
+    m = mask.to(contrast.dtype)
+    if mapping == "clip":
+        raw = contrast.clamp(0.0, clip)
+    elif mapping == "sigmoid":
+        raw = clip * torch.sigmoid(contrast)
+    else:
+        raise ValueError(f"unknown CoRT mapping {mapping!r}; known: clip, sigmoid")
+    raw = raw * m
+    mean = raw.sum(dim=1) / m.sum(dim=1).clamp(min=1)
+    w = torch.where((mean > 0)[:, None], raw / mean.clamp(min=1e-12)[:, None],
+                    torch.ones_like(raw))
+    return (1.0 + ramp * (w - 1.0)) * m
 
 
 def mrtpo_token_weights(relevance: torch.Tensor, mask: torch.Tensor, beta: float,
@@ -96,7 +126,7 @@ def compute(parts: Parts, batch: RolloutBatch, options: MethodOptions) -> Advant
     keep = (~torch.isnan(batch.rewards)).any(dim=1)
     token_w = None
     if normaliser == "grpo":
-        if allocation != "uniform":
+        if allocation == "mrtpo":
             raise ValueError(f"{allocation} allocates each reward's advantage separately; "
                              "compose it with gdpo")
         if parts.filter is not None:
@@ -139,6 +169,16 @@ def compute(parts: Parts, batch: RolloutBatch, options: MethodOptions) -> Advant
             # S[n,t] = sum_k w_k[n,t] * contrib[n,k]
             token_w = torch.einsum("nkt,nk->nt", token_w, contrib)
         default_mode = options.conv.whiten
+    if allocation == "cort":
+        if batch.contrast is None:
+            raise ValueError("cort needs the counterfactual contrast (RolloutBatch.contrast "
+                             "[N, T]); the trainer computes it for methods that need "
+                             "'counterfactual'")
+        warm = max(1.0, options.cort_warmup * batch.total_steps)
+        ramp = smoothstep(batch.step / warm)
+        token_w = cort_token_weights(batch.contrast, batch.response_mask, options.cort_clip,
+                                     options.cort_map, ramp) * per_response[:, None]
+        metrics["cort/ramp"] = ramp
     if w is not None and w.default_whiten is not None:
         default_mode = w.default_whiten
     scores = broadcast(per_response, batch.response_mask) if token_w is None else token_w

@@ -34,9 +34,10 @@ def make(rewards=R, group=GROUP, lengths=None, bounds=BOUNDS, width=None, releva
     if relevance is None:  # replay distances for the methods that read them (MRTPO)
         g = torch.Generator().manual_seed(n * 31 + k)
         relevance = torch.rand(n, k, width, generator=g) * mask[:, None, :]
+    contrast = torch.randn(n, width, generator=torch.Generator().manual_seed(n)) * mask
     return RolloutBatch(rewards=r, reward_names=tuple(f"r{i}" for i in range(k)),
                         reward_bounds=bounds, group=torch.tensor(group), response_mask=mask,
-                        relevance=relevance)
+                        relevance=relevance, contrast=contrast, step=3, total_steps=10)
 
 
 def first_token(name, **options):
@@ -193,7 +194,8 @@ def test_every_method_is_permutation_equivariant(b, rnd):
     p = torch.tensor(perm)
     pb = RolloutBatch(rewards=b.rewards[p], reward_names=b.reward_names,
                       reward_bounds=b.reward_bounds, group=b.group[p],
-                      response_mask=b.response_mask[p], relevance=b.relevance[p])
+                      response_mask=b.response_mask[p], relevance=b.relevance[p],
+                      contrast=b.contrast[p], step=b.step, total_steps=b.total_steps)
     for name in methods.METHODS.names():
         assert torch.allclose(methods.advantages(name, pb), methods.advantages(name, b)[p],
                               atol=1e-5), name

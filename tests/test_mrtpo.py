@@ -83,7 +83,7 @@ def test_beta_zero_is_gdpo_exactly_and_mrtpo_composes():
                        methods.advantages("gdpo", b))
     assert torch.equal(methods.advantages("mrtpo+saw", b, mrtpo_beta=0.0),
                        methods.advantages("saw", b))
-    assert methods.get("mrtpo+saw").needs == "replay"
+    assert methods.get("mrtpo+saw").needs == ("replay",)
     with pytest.raises(ValueError, match="compose it with gdpo"):
         methods.advantages("grpo+mrtpo", b)
     with pytest.raises(ValueError, match="needs the replay relevance"):
@@ -172,3 +172,51 @@ def test_planted_signal_copied_token_is_most_relevant():
     inside = d[0, 1, span.start:span.stop].mean()
     outside = torch.cat([d[0, 1, :span.start], d[0, 1, span.stop:]]).mean()
     assert inside > 3 * outside
+
+
+# --- CoRT ----------------------------------------------------------------------------------
+def test_cort_weights_hand_computed():
+    from methods.compose import cort_token_weights, smoothstep
+
+    delta = torch.tensor([[0.5, -1.0, 3.0, 0.7], [-0.2, -0.1, 0.0, 0.0]])
+    mask = _mask([3, 4], 4)
+    # response 0: clip(delta, 0, 2) on 3 tokens = [0.5, 0, 2] (mean 5/6) -> [0.6, 0, 2.4]
+    # response 1: all clipped to 0: mean 0 -> weights 1
+    full = cort_token_weights(delta, mask, 2.0, "clip", ramp=1.0)
+    assert torch.allclose(full, torch.tensor([[0.6, 0.0, 2.4, 0.0], [1.0, 1.0, 1.0, 1.0]]))
+    # halfway through the ramp: s(0.5) = 0.5 -> 1 + 0.5 (w - 1)
+    assert smoothstep(0.5) == 0.5 and smoothstep(0.0) == 0.0 and smoothstep(2.0) == 1.0
+    half = cort_token_weights(delta, mask, 2.0, "clip", ramp=0.5)
+    assert torch.allclose(half[0, :3], torch.tensor([0.8, 0.5, 1.7]))
+
+
+def test_cort_is_grpo_times_token_weights():
+    b = RolloutBatch(rewards=torch.tensor([[1.0, 3.0], [0.0, -3.0]]), reward_names=("a", "b"),
+                     reward_bounds=((0.0, 1.0), (-3.0, 3.0)), group=torch.tensor([0, 0]),
+                     response_mask=_mask([2, 2], 2), contrast=torch.tensor([[1.0, 0.0],
+                                                                            [0.5, 0.5]]),
+                     step=10, total_steps=10)
+    grpo = methods.advantages("grpo", b)
+    cort = methods.advantages("cort", b)
+    # ramp complete: response 0 weights [2, 0], response 1 [1, 1]
+    assert torch.allclose(cort, grpo * torch.tensor([[2.0, 0.0], [1.0, 1.0]]))
+    # at step 0 the ramp is 0: CoRT is GRPO
+    b0 = RolloutBatch(**{**b.__dict__, "step": 0})
+    assert torch.allclose(methods.advantages("cort", b0), grpo)
+
+
+def test_contrast_is_zero_when_no_text_is_removed(tokenizer):
+    from harness.models import load_model
+    from harness.replay import contrast
+    from tasks.base import Example, VerifierInfo
+
+    model = load_model("tiny-random")
+    ex = Example(id="c", messages=({"role": "user", "content": "Say hi. Be brief."},),
+                 reference="", verifier_info=(VerifierInfo("brief", "Be brief.", False),))
+    privileged_only = Example(id="d", messages=ex.messages, reference="",
+                              verifier_info=(VerifierInfo("gold", "hi", True),))
+    ids = torch.tensor([tokenizer("hi there", add_special_tokens=False)["input_ids"]] * 2)
+    mask = torch.ones_like(ids)
+    d = contrast(model, tokenizer, [ex, privileged_only], ids, mask)
+    assert d[0].abs().sum() > 0  # the constraint was removed: log-likelihoods move
+    assert d[1].abs().max() < 1e-5  # nothing in the prompt to remove: the same context

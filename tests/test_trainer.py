@@ -91,5 +91,5 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
             assert {"lambda/parity", "lambda/vowels"} <= set(metrics), name
         if parts.filter:
             assert 0.0 <= metrics["kept_fraction"] <= 1.0, name
-        if trainer.method.needs == "replay":
+        if trainer.method.needs:
             assert metrics["time/replay"] > 0, name
