@@ -56,7 +56,7 @@ def validate(config: cfg.RunConfig) -> None:
     load_train(config)  # a missing or malformed data file fails here, before workers start
     method = methods.get(config.method.method)  # unknown names and bad compositions fail here
     config.method.options()
-    missing = set(method.needs) - {"replay", "counterfactual"}
+    missing = set(method.needs) - {"replay", "counterfactual", "teacher"}
     if missing:
         raise ValueError(f"method {method.name!r} needs {sorted(missing)} forward passes, "
                          "which this trainer does not run yet")

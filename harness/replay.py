@@ -161,7 +161,7 @@ def contrast(model, tokenizer, examples: Sequence[Example], response_ids: torch.
     return out * response_mask.to(out.dtype)
 
 
-def _known(example: Example) -> frozenset:
+def known_rewards(example: Example) -> frozenset:
     return frozenset(info.reward for info in example.verifier_info)
 
 
@@ -186,7 +186,7 @@ def relevance(model, tokenizer, examples: Sequence[Example], response_ids: torch
 
         def hidden(include_for: Callable[[frozenset], frozenset]) -> torch.Tensor:
             # each example includes only the rewards it has verifier information for
-            contexts = [replay_messages(e, include_for(_known(e))) for e in ex]
+            contexts = [replay_messages(e, include_for(known_rewards(e))) for e in ex]
             return response_hidden(model, tokenizer, contexts, ids, mask)
 
         if mode == "joint":

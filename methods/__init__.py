@@ -43,6 +43,10 @@ _add("cort", "GRPO whose advantage is spread by the tokens' log-likelihood gain 
      "constraints (constraint-bearing vs criteria-free prompt), SmoothStep ramp",
      "Zhang et al. 2026, arXiv 2607.25659; reconstructed", needs=("counterfactual",),
      normaliser="grpo", allocation="cort")
+_add("opsd", "on-policy self-distillation: the policy, given the privileged reference, teaches "
+     "itself on its own samples (generalised JSD per token); no reward term",
+     "Zhao et al. 2026, arXiv 2601.18734; siyan-zhao/OPSD", needs=("teacher",),
+     extra_loss="opsd")
 
 
 def get(name: str) -> Method:

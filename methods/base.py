@@ -54,6 +54,13 @@ class MethodOptions:
     cort_warmup: float = field(
         default=0.2, metadata={"help": "CoRT: SmoothStep ramp length as a fraction of the "
                                        "training steps"})
+    opsd_beta: float = field(
+        default=0.5, metadata={"help": "OPSD: generalised JSD mixing weight (0.5 = symmetric)"})
+    opsd_teacher: str = field(
+        default="initial", metadata={"help": "OPSD teacher: initial (the fixed initial policy) "
+                                             "| current (the policy before this update)"})
+    opsd_coef: float = field(
+        default=1.0, metadata={"help": "OPSD: weight of the distillation loss"})
     gd2po_tau: Optional[float] = field(
         default=None,
         metadata={"help": "GD2PO: None = hard filter (drop every conflicting response); a "
@@ -65,6 +72,8 @@ class MethodOptions:
             raise ValueError(
                 f"unknown conventions {self.conventions!r}; known: {', '.join(CONVENTIONS)}"
             )
+        if self.opsd_teacher not in ("initial", "current"):
+            raise ValueError(f"unknown OPSD teacher {self.opsd_teacher!r}; known: initial, current")
         if self.replay not in ("loo", "single", "joint"):
             raise ValueError(f"unknown replay mode {self.replay!r}; known: loo, single, joint")
         if self.whiten not in (None, "token", "sequence", "none"):
@@ -89,11 +98,12 @@ class Parts:
     weighting: Optional[str] = None  # saw | dara | dvao | sa-mrpo
     filter: Optional[str] = None  # gd2po
     allocation: Optional[str] = None  # token allocation: uniform (default) | mrtpo | cort
+    extra_loss: Optional[str] = None  # opsd; alone (no normaliser named) it has no reward term
 
     def merge(self, other: "Parts", names: tuple[str, str]) -> "Parts":
         """Combine two presets; both setting the same kind of part is an error."""
         out = {}
-        for kind in ("normaliser", "weighting", "filter", "allocation"):
+        for kind in ("normaliser", "weighting", "filter", "allocation", "extra_loss"):
             a, b = getattr(self, kind), getattr(other, kind)
             if a is not None and b is not None and a != b:
                 raise ValueError(f"{names[0]!r} and {names[1]!r} both set the {kind} "

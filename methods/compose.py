@@ -110,6 +110,12 @@ def _advantage_metrics(batch: RolloutBatch, adv: torch.Tensor) -> dict:
 
 
 def compute(parts: Parts, batch: RolloutBatch, options: MethodOptions) -> AdvantageOutput:
+    if parts.extra_loss is not None and parts.normaliser is None:
+        if parts.weighting or parts.filter or parts.allocation:
+            raise ValueError(f"{parts.extra_loss} alone has no reward term; name a normaliser "
+                             f"(e.g. {parts.extra_loss}+grpo) to combine it with reward parts")
+        # the loss is the extra term alone (OPSD as published): no policy-gradient advantage
+        return AdvantageOutput(torch.zeros(batch.response_mask.shape), {})
     normaliser = parts.normaliser or "gdpo"
     if normaliser not in NORMALISERS:
         raise ValueError(f"unknown normaliser {normaliser!r}; known: {', '.join(NORMALISERS)}")

@@ -220,3 +220,29 @@ def test_contrast_is_zero_when_no_text_is_removed(tokenizer):
     d = contrast(model, tokenizer, [ex, privileged_only], ids, mask)
     assert d[0].abs().sum() > 0  # the constraint was removed: log-likelihoods move
     assert d[1].abs().max() < 1e-5  # nothing in the prompt to remove: the same context
+
+
+# --- OPSD ----------------------------------------------------------------------------------
+def test_generalised_jsd_zero_for_identical_contexts_and_symmetric_formula():
+    from harness.loss import generalised_jsd
+
+    g = torch.Generator().manual_seed(4)
+    head = torch.nn.Linear(8, 30, bias=False)
+    h = torch.randn(2, 9, 8, generator=g)
+    same = generalised_jsd(head(h), h, head, temperature=0.7, chunk=4)
+    assert same.abs().max() < 1e-6  # teacher and student read the same context
+    h2 = torch.randn(2, 9, 8, generator=g)
+    d = generalised_jsd(head(h), h2, head, temperature=1.0, beta=0.5, chunk=4)
+    # beta = 0.5 is the Jensen-Shannon divergence: the square of the JS distance
+    ref = js_from_logprobs(torch.log_softmax(head(h), -1), torch.log_softmax(head(h2), -1)) ** 2
+    assert torch.allclose(d, ref, atol=1e-6)
+    assert torch.allclose(generalised_jsd(head(h), h2, head, chunk=100), d, atol=1e-6)
+
+
+def test_opsd_alone_has_no_reward_term_and_composes_with_grpo():
+    b = _batch(None)
+    assert torch.all(methods.advantages("opsd", b) == 0)
+    assert torch.equal(methods.advantages("opsd+grpo", b), methods.advantages("grpo", b))
+    assert methods.get("opsd+grpo").needs == ("teacher",)
+    with pytest.raises(ValueError, match="no reward term"):
+        methods.advantages("opsd+saw", b)

@@ -75,10 +75,12 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
     import methods
     from harness.trainer import Trainer
 
+    # built for OPSD, so the trainer holds the initial policy its teacher needs
     config = resolve("smoke", {**TINY, "task": "toy", "plugins": (TOY,), "steps": 1,
-                               "results_dir": str(tmp_path)})
+                               "method": "opsd+grpo", "results_dir": str(tmp_path)})
     trainer = Trainer(config)
     names = methods.METHODS.names() + ["gdpo+saw", "saw+gd2po", "grpo+sa-mrpo", "dvao+gd2po",
+                                       "opsd+grpo",
                                        "mrtpo+saw"]
     for step, name in enumerate(names):
         trainer.method = methods.get(name)
@@ -91,5 +93,7 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
             assert {"lambda/parity", "lambda/vowels"} <= set(metrics), name
         if parts.filter:
             assert 0.0 <= metrics["kept_fraction"] <= 1.0, name
-        if trainer.method.needs:
+        if set(trainer.method.needs) & {"replay", "counterfactual"}:
             assert metrics["time/replay"] > 0, name
+        if "teacher" in trainer.method.needs:
+            assert metrics["opsd"] > 0, name
