@@ -173,10 +173,10 @@ PRESETS.add("paper-tool", Preset(
 PRESETS.add("smoke", Preset(
     "smoke",
     "CPU, minutes: the embedded SmolLM2-135M, 4 steps of 2 prompts x G=4, short responses, "
-    "a 40-item stratified BFCL subset",
+    "a 20-item stratified BFCL subset (2 per category)",
     {"prompts_per_step": 2, "group_size": 4, "steps": 4, "temperature": 1.0, "top_p": 1.0,
      "top_k": 0, "lr": 1e-5, "max_prompt_tokens": 1024, "max_response_tokens": 96,
-     "eval_max_response_tokens": 128, "eval_limit": 40, "micro_batch_size": 4,
+     "eval_max_response_tokens": 128, "eval_limit": 20, "micro_batch_size": 4,
      "dtype": "float32", "use_gpu": False, "workers": 1},
 ))
 

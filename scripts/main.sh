@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: GDPO on tool calling (offline RLLA-format generator),
-# SmolLM2-135M-Instruct, smoke preset, evaluated on a 40-item stratified BFCL v4 subset.
+# SmolLM2-135M-Instruct, smoke preset, evaluated on a 20-item stratified BFCL v4 subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
