@@ -20,6 +20,7 @@ import methods
 from harness import engine as eng
 from harness.config import RunConfig
 from harness.data import PromptSampler, load_eval, load_train
+from harness.diagnostics import batch_records, summarise
 from harness.loss import aggregate, generalised_jsd, kl_penalty, ppo_clip_loss, token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.plugins import load_plugins
@@ -137,7 +138,7 @@ class Trainer:
         width = int(all_lengths.max())
         mask = (torch.arange(width)[None, :] < all_lengths[:, None]).to(torch.long)
         relevance = contrast = None
-        metrics_extra = {}
+        metrics_extra: dict = {}
         t_rep = time.perf_counter()
         if "replay" in self.method.needs:
             local = relevance_fn(self.engine, self.tokenizer, self._row_examples(examples, ro),
@@ -146,6 +147,12 @@ class Trainer:
                                  cfg.rollout.temperature, self.options.replay_chunk,
                                  self.ds_config["train_micro_batch_size_per_gpu"])
             relevance = self._gather_rows(local, len(all_lengths), width)
+            if self.task.spans is not None:
+                records = batch_records(self.tokenizer, self._row_examples(examples, ro),
+                                        ro.response_ids, ro.response_mask, local,
+                                        [rw.name for rw in self.task.rewards], self.task.spans)
+                metrics_extra.update(summarise(
+                    [r for part in eng.all_gather_objects(records) for r in part]))
         if "counterfactual" in self.method.needs:
             local = contrast_fn(self.engine, self.tokenizer, self._row_examples(examples, ro),
                                 ro.response_ids, ro.response_mask, cfg.rollout.temperature,

@@ -246,3 +246,36 @@ def test_opsd_alone_has_no_reward_term_and_composes_with_grpo():
     assert methods.get("opsd+grpo").needs == ("teacher",)
     with pytest.raises(ValueError, match="no reward term"):
         methods.advantages("opsd+saw", b)
+
+
+# --- diagnostics ---------------------------------------------------------------------------
+def test_diagnostics_on_a_planted_profile(tokenizer):
+    from harness.diagnostics import batch_records, summarise
+    from tasks import TASKS
+    from tasks.base import Example
+
+    text = '<think> call it </think>\n<tool_call>\n{"name": "f", "parameters": {}}\n</tool_call>'
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    t = len(ids)
+    from harness.diagnostics import token_char_spans, token_mask
+    from tasks.tools.spans import spans
+
+    joined, ranges = token_char_spans(tokenizer, ids)
+    assert joined == text
+    sp = spans(None, joined)
+    call_tokens = token_mask(ranges, sp["correctness"])
+    tag_tokens = token_mask(ranges, sp["format"])
+    # correctness' distance all on the call's tokens, format's spread uniformly
+    d = torch.zeros(1, 2, t)
+    d[0, 1, call_tokens] = 1.0
+    d[0, 0] = 1.0
+    ex = Example(id="x", messages=(), reference="")
+    records = batch_records(tokenizer, [ex], torch.tensor([ids]), torch.ones(1, t, dtype=torch.long),
+                            d, ["format", "correctness"], TASKS.get("bfcl").spans)
+    m = summarise(records)
+    share = float(call_tokens.sum()) / t
+    assert m["diag/correctness/span_ratio"] == pytest.approx(1 / share)  # all of it on the span
+    assert m["diag/format/span_ratio"] == pytest.approx(1.0)  # uniform: ratio 1
+    assert m["diag/correctness/part/answer"] == pytest.approx(1.0)
+    assert m["diag/format/part/tags"] == pytest.approx(float(tag_tokens.sum()) / t)
+    assert m["diag/format/top10"] == pytest.approx(math.ceil(0.1 * t) / t)

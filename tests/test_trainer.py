@@ -97,3 +97,14 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
             assert metrics["time/replay"] > 0, name
         if "teacher" in trainer.method.needs:
             assert metrics["opsd"] > 0, name
+
+
+def test_mrtpo_step_on_bfcl_logs_relevance_diagnostics(tmp_path, process_group):
+    from harness.trainer import Trainer
+
+    config = resolve("smoke", {**TINY, "task": "bfcl", "method": "mrtpo", "steps": 1,
+                               "results_dir": str(tmp_path)})
+    trainer = Trainer(config)
+    data, metrics = trainer.collect(0)
+    assert {"diag/format/top10", "diag/correctness/top1"} <= set(metrics)
+    assert 0 < metrics["diag/format/top10"] <= 1
