@@ -182,6 +182,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from harness.explain import explain
+
+    html_path, png_path = explain(Path(args.run), args.example, Path(args.output),
+                                  args.response, args.model, args.group_size, args.seed)
+    print(f"wrote {html_path}\nwrote {png_path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -196,12 +205,21 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
     score.add_argument("--data-dir", default=None)
     score.add_argument("--output", default=None, help="also write the scores as JSON here")
+    ex = sub.add_parser("explain", help="one response's per-token credit under GDPO and MRTPO "
+                                        "(HTML + PNG)")
+    ex.add_argument("--run", required=True, help="a stored result (seedK.json) whose config to use")
+    ex.add_argument("--example", type=int, required=True, help="index into the training set")
+    ex.add_argument("--response", type=int, default=0, help="which of the G samples to show")
+    ex.add_argument("--model", default=None, help="another model (e.g. a checkpoint folder)")
+    ex.add_argument("--group-size", type=int, default=None, help="samples drawn (default: run's G)")
+    ex.add_argument("--seed", type=int, default=0, help="sampling seed")
+    ex.add_argument("--output", default="runs/explain", help="folder for the HTML and PNG")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score}
+    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score, "explain": cmd_explain}
     try:
         return handlers[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, MissingAssetError) as exc:
