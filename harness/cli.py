@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
     score.add_argument("--data-dir", default=None)
     score.add_argument("--output", default=None, help="also write the scores as JSON here")
+    from harness.bench import add_parser as add_bench
+
+    add_bench(sub)
     ex = sub.add_parser("explain", help="one response's per-token credit under GDPO and MRTPO "
                                         "(HTML + PNG)")
     ex.add_argument("--run", required=True, help="a stored result (seedK.json) whose config to use")
@@ -219,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score, "explain": cmd_explain}
+    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score, "explain": cmd_explain,
+                "bench": lambda a: a.bench_fn(a)}
     try:
         return handlers[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, MissingAssetError) as exc:
