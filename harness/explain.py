@@ -111,14 +111,17 @@ def render_png(tokens: list[str], rows: dict[str, torch.Tensor], path: Path) -> 
     t = len(tokens)
     fig, axes = plt.subplots(len(rows), 1, figsize=(max(6, 0.35 * t), 1.1 * len(rows) + 0.6),
                              squeeze=False)
-    for ax, (name, values) in zip(axes[:, 0], rows.items()):
+    last = len(rows) - 1
+    for i, (ax, (name, values)) in enumerate(zip(axes[:, 0], rows.items())):
         v = values.numpy()[None, :]
         scale = float(abs(v).max()) or 1.0
+        # advantages: red (negative) to green (positive); distances: white (0) to black
         cmap = "RdYlGn" if name in ("GDPO", "MRTPO") else "Greys"
         lo = -scale if cmap == "RdYlGn" else 0.0
         ax.imshow(v, aspect="auto", cmap=cmap, vmin=lo, vmax=scale)
-        ax.set_yticks([0], [name])
-        ax.set_xticks(range(t), [repr(x)[1:-1] for x in tokens], rotation=90, fontsize=6)
+        ax.set_yticks([0], [f"{name}\n(max {scale:.2g})"])
+        labels = [repr(x)[1:-1] for x in tokens] if i == last else []
+        ax.set_xticks(range(t) if i == last else [], labels, rotation=90, fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
