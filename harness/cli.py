@@ -12,7 +12,7 @@ from pathlib import Path
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-_TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str}
+_TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str, "Optional[float]": float}
 _NOT_FLAGS = {"seed", "preset"}  # --seeds and --preset are handled by the command itself
 
 
@@ -52,10 +52,14 @@ def validate(config: cfg.RunConfig) -> None:
 
     load_plugins(config.plugins)
 
-    methods.METHODS.get(config.method.method)
     TASKS.get(config.task.task)
     load_train(config)  # a missing or malformed data file fails here, before workers start
-    methods.MethodOptions(conventions=config.method.conventions, whiten=config.method.whiten)
+    method = methods.get(config.method.method)  # unknown names and bad compositions fail here
+    config.method.options()
+    missing = set(method.needs) - {"replay", "counterfactual", "teacher"}
+    if missing:
+        raise ValueError(f"method {method.name!r} needs {sorted(missing)} forward passes, "
+                         "which this trainer does not run yet")
     if config.rollout.engine != "hf":
         raise ValueError(f"rollout engine {config.rollout.engine!r} is not available in this "
                          "version; use --engine hf")
@@ -121,7 +125,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     import methods
     from tasks import TASKS, TRAIN_SETS
 
-    print("methods:")
+    print("methods (compose presets with +, e.g. gdpo+saw or saw+gd2po; see docs/methods.md):")
     for name, m in methods.METHODS.items():
         print(f"  {name:<14} {m.help}  [{m.source}]")
     print("tasks (what --task evaluates; training sets in order of preference):")
@@ -178,6 +182,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from harness.explain import explain
+
+    html_path, png_path = explain(Path(args.run), args.example, Path(args.output),
+                                  args.response, args.model, args.group_size, args.seed)
+    print(f"wrote {html_path}\nwrote {png_path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -192,12 +205,25 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
     score.add_argument("--data-dir", default=None)
     score.add_argument("--output", default=None, help="also write the scores as JSON here")
+    from harness.bench import add_parser as add_bench
+
+    add_bench(sub)
+    ex = sub.add_parser("explain", help="one response's per-token credit under GDPO and MRTPO "
+                                        "(HTML + PNG)")
+    ex.add_argument("--run", required=True, help="a stored result (seedK.json) whose config to use")
+    ex.add_argument("--example", type=int, required=True, help="index into the training set")
+    ex.add_argument("--response", type=int, default=0, help="which of the G samples to show")
+    ex.add_argument("--model", default=None, help="another model (e.g. a checkpoint folder)")
+    ex.add_argument("--group-size", type=int, default=None, help="samples drawn (default: run's G)")
+    ex.add_argument("--seed", type=int, default=0, help="sampling seed")
+    ex.add_argument("--output", default="runs/explain", help="folder for the HTML and PNG")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score}
+    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score, "explain": cmd_explain,
+                "bench": lambda a: a.bench_fn(a)}
     try:
         return handlers[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, MissingAssetError) as exc:

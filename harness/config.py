@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional
 
 from harness.registry import Registry
+from methods.base import MethodOptions
 
 
 def opt(default: Any, help: str, identity: bool = True) -> Any:
@@ -68,11 +69,14 @@ class TrainingConfig:
 
 
 @dataclass(frozen=True)
-class MethodConfig:
-    method: str = opt("gdpo", "advantage strategy from the method registry (see `harness list`)")
-    conventions: str = opt("verl", "group-std / whitening conventions: verl | trl")
-    whiten: Optional[str] = opt(None, "batch whitening token | sequence | none; "
-                                      "default: the method's own")
+class MethodConfig(MethodOptions):
+    """The method's name plus every option methods understand (one definition, in methods/)."""
+
+    method: str = opt("gdpo", "advantage strategy from the method registry, or a composition "
+                              "such as gdpo+saw (see `harness list`)")
+
+    def options(self) -> MethodOptions:
+        return MethodOptions(**{f.name: getattr(self, f.name) for f in fields(MethodOptions)})
 
 
 @dataclass(frozen=True)

@@ -20,19 +20,25 @@ import methods
 from harness import engine as eng
 from harness.config import RunConfig
 from harness.data import PromptSampler, load_eval, load_train
-from harness.loss import aggregate, kl_penalty, ppo_clip_loss, token_logprobs
+from harness.diagnostics import batch_records, summarise
+from harness.loss import aggregate, generalised_jsd, kl_penalty, ppo_clip_loss, token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.plugins import load_plugins
+from harness.replay import contrast as contrast_fn
+from harness.replay import known_rewards, replay_messages, response_hidden
+from harness.replay import relevance as relevance_fn
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
                              result_path)
 from harness.rollout import HFRollout, Rollout
-from methods import MethodOptions, RolloutBatch
+from methods import RolloutBatch
 from tasks import TASKS
 from tasks.base import Example, Task
 
 
-def sequence_logprobs(model, ro: Rollout, rows: list[int], temperature: float) -> torch.Tensor:
-    """[len(rows), T] log-probs of the sampled response tokens under ``model``."""
+def sequence_logprobs(model, ro: Rollout, rows: list[int], temperature: float,
+                      return_logits: bool = False):
+    """[len(rows), T] log-probs of the sampled response tokens under ``model`` (and, if asked,
+    the [len(rows), T, V] logits that predict them)."""
     p_ids, p_mask = ro.prompt_ids[rows], ro.prompt_mask[rows]
     keep = p_mask.any(dim=0).nonzero()  # drop left-padding columns no row of this slice needs
     start = int(keep[0]) if len(keep) else 0
@@ -47,7 +53,8 @@ def sequence_logprobs(model, ro: Rollout, rows: list[int], temperature: float) -
     out = model(input_ids=ids.to(device), attention_mask=attn.to(device),
                 position_ids=pos.to(device), logits_to_keep=t + 1, use_cache=False)
     logits = out.logits[:, :-1]  # logits at position i predict token i+1
-    return token_logprobs(logits, r_ids.to(device), temperature).cpu()
+    logp = token_logprobs(logits, r_ids.to(device), temperature).cpu()
+    return (logp, logits) if return_logits else logp
 
 
 @dataclass
@@ -56,6 +63,7 @@ class StepData:
     advantages: torch.Tensor  # [n_local, T]
     old_logp: torch.Tensor | None
     ref_logp: torch.Tensor | None
+    teacher_hidden: torch.Tensor | None = None  # [n_local, T, H] OPSD teacher states
 
 
 class Trainer:
@@ -64,9 +72,8 @@ class Trainer:
         self.config = config
         self.rank, self.world = eng.rank(), eng.world_size()
         self.task: Task = TASKS.get(config.task.task)
-        self.method = methods.METHODS.get(config.method.method)
-        self.options = MethodOptions(conventions=config.method.conventions,
-                                     whiten=config.method.whiten)
+        self.method = methods.get(config.method.method)
+        self.options = config.method.options()
         r, t = config.rollout, config.training
         if r.prompts_per_step % self.world:
             raise ValueError(f"prompts_per_step ({r.prompts_per_step}) must be divisible by the "
@@ -86,8 +93,10 @@ class Trainer:
             config, self.local_n // t.ppo_mini_batches)
         self.engine.train()
         self.sync_weights()  # rollouts must start from exactly the engine's weights
-        # the KL reference is the initial policy: copied after the sync, so it equals it
-        self.ref_model = copy.deepcopy(plain).eval() if t.kl_coef > 0 else None
+        # the initial policy (KL reference, OPSD's fixed teacher): copied after the sync
+        needs_initial = t.kl_coef > 0 or ("teacher" in self.method.needs
+                                          and self.options.opsd_teacher == "initial")
+        self.initial_model = copy.deepcopy(plain).eval() if needs_initial else None
         self.train_examples = self._usable(load_train(config))
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
 
@@ -128,12 +137,37 @@ class Trainer:
         all_lengths = torch.tensor([x for p in parts for x in p[1]])
         width = int(all_lengths.max())
         mask = (torch.arange(width)[None, :] < all_lengths[:, None]).to(torch.long)
+        relevance = contrast = None
+        metrics_extra: dict = {}
+        t_rep = time.perf_counter()
+        if "replay" in self.method.needs:
+            local = relevance_fn(self.engine, self.tokenizer, self._row_examples(examples, ro),
+                                 ro.response_ids, ro.response_mask,
+                                 [rw.name for rw in self.task.rewards], self.options.replay,
+                                 cfg.rollout.temperature, self.options.replay_chunk,
+                                 self.ds_config["train_micro_batch_size_per_gpu"])
+            relevance = self._gather_rows(local, len(all_lengths), width)
+            if self.task.spans is not None:
+                records = batch_records(self.tokenizer, self._row_examples(examples, ro),
+                                        ro.response_ids, ro.response_mask, local,
+                                        [rw.name for rw in self.task.rewards], self.task.spans)
+                metrics_extra.update(summarise(
+                    [r for part in eng.all_gather_objects(records) for r in part]))
+        if "counterfactual" in self.method.needs:
+            local = contrast_fn(self.engine, self.tokenizer, self._row_examples(examples, ro),
+                                ro.response_ids, ro.response_mask, cfg.rollout.temperature,
+                                self.options.replay_chunk,
+                                self.ds_config["train_micro_batch_size_per_gpu"])
+            contrast = self._gather_rows(local[:, None, :], len(all_lengths), width)[:, 0]
+        if relevance is not None or contrast is not None:
+            metrics_extra["time/replay"] = time.perf_counter() - t_rep
         batch = RolloutBatch(
             rewards=all_rewards.reshape(len(all_lengths), len(self.task.rewards)),
             reward_names=tuple(rw.name for rw in self.task.rewards),
             reward_bounds=tuple((rw.lo, rw.hi) for rw in self.task.rewards),
             group=torch.tensor([x for p in parts for x in p[2]]),
-            response_mask=mask, step=step, total_steps=cfg.training.steps,
+            response_mask=mask, relevance=relevance, contrast=contrast, step=step,
+            total_steps=cfg.training.steps,
         )
         out = self.method.compute(batch, self.options)
         t_local = ro.response_ids.shape[1]
@@ -141,6 +175,7 @@ class Trainer:
         adv = torch.nn.functional.pad(adv, (0, max(0, t_local - adv.shape[1])))[:, :t_local]
         metrics = self._reward_metrics(batch)
         metrics.update(out.metrics)
+        metrics.update(metrics_extra)
         metrics.update({"time/generate": t_gen, "time/rewards": t_rew,
                         "response_length": float(all_lengths.float().mean())})
         old = ref = None
@@ -148,9 +183,40 @@ class Trainer:
             rows = list(range(len(rewards)))
             if cfg.training.ppo_epochs > 1 or cfg.training.ppo_mini_batches > 1:
                 old = self._logprobs(self.engine, ro, rows)
-            if self.ref_model is not None:
-                ref = self._logprobs(self.ref_model, ro, rows)
-        return StepData(ro, adv.to(torch.float32), old, ref), metrics
+            if self.config.training.kl_coef > 0:
+                ref = self._logprobs(self.initial_model, ro, rows)
+        teacher = None
+        if "teacher" in self.method.needs:
+            teacher = response_hidden(self.teacher_model, self.tokenizer,
+                                      [replay_messages(e, known_rewards(e))
+                                       for e in self._row_examples(examples, ro)],
+                                      ro.response_ids, ro.response_mask)
+        return StepData(ro, adv.to(torch.float32), old, ref, teacher), metrics
+
+    @property
+    def teacher_model(self):
+        """OPSD's teacher: the fixed initial policy, or the rollout copy (the current policy,
+        which the update does not touch until its last optimizer step)."""
+        return self.initial_model if self.options.opsd_teacher == "initial" \
+            else self.rollout.model
+
+    @staticmethod
+    def _row_examples(examples: list[Example], ro: Rollout) -> list[Example]:
+        return [examples[i] for i in ro.example_index]
+
+    @staticmethod
+    def _gather_rows(local: torch.Tensor, n_global: int, width: int) -> torch.Tensor:
+        """Every rank's [n_local, C, T_local] replay result -> [N_global, C, width], in rank
+        order. Replays run on each rank with the policy that sampled its responses (the engine,
+        before its update)."""
+        parts = eng.all_gather_objects(local)
+        out = torch.zeros(n_global, local.shape[1], width)
+        row = 0
+        for part in parts:
+            t = min(width, part.shape[2])
+            out[row:row + part.shape[0], :, :t] = part[:, :, :t]
+            row += part.shape[0]
+        return out
 
     def _logprobs(self, model, ro: Rollout, rows: list[int]) -> torch.Tensor:
         mb = self.ds_config["train_micro_batch_size_per_gpu"]
@@ -192,8 +258,8 @@ class Trainer:
                     agg["total_tokens"] = max(1, sum(eng.all_gather_objects(local))) / scale
                 for s in range(m0, m0 + mini, mb):
                     rows = list(range(s, min(s + mb, m0 + mini)))
-                    logp = sequence_logprobs(self.engine, data.rollout, rows,
-                                             self.config.rollout.temperature)
+                    logp, logits = sequence_logprobs(self.engine, data.rollout, rows,
+                                                     self.config.rollout.temperature, True)
                     old = data.old_logp[rows] if data.old_logp is not None else logp.detach()
                     mask = mask_all[rows]
                     loss, info = ppo_clip_loss(logp, old, data.advantages[rows], mask,
@@ -203,9 +269,18 @@ class Trainer:
                         kl = kl_penalty(logp, data.ref_logp[rows], t.kl_type)
                         loss = loss + t.kl_coef * aggregate(kl, mask, t.loss_agg, **agg)
                         info["kl"] = float(aggregate(kl.detach(), mask, "token-mean"))
+                    if data.teacher_hidden is not None:
+                        o = self.options
+                        gjsd = generalised_jsd(logits, data.teacher_hidden[rows],
+                                               self.teacher_model.get_output_embeddings(),
+                                               self.config.rollout.temperature, o.opsd_beta,
+                                               o.replay_chunk).cpu()
+                        loss = loss + o.opsd_coef * aggregate(gjsd, mask, t.loss_agg, **agg)
+                        info["opsd"] = float(aggregate(gjsd.detach(), mask, "token-mean"))
                     self.engine.backward(loss)
                     self.engine.step()
-                    info["loss"] = info["pg_loss"] + t.kl_coef * info.get("kl", 0.0)
+                    info["loss"] = (info["pg_loss"] + t.kl_coef * info.get("kl", 0.0)
+                                    + self.options.opsd_coef * info.get("opsd", 0.0))
                     for key, v in info.items():
                         stats.setdefault(key, []).append(v)
         out = {k: sum(v) / len(v) for k, v in stats.items()}

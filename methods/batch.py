@@ -26,6 +26,7 @@ class RolloutBatch:
     reward_weights: Optional[torch.Tensor] = None  # [K] fixed weights w_k; None means all 1
     relevance: Optional[torch.Tensor] = None  # [N, K, T] per-reward token relevance (replay)
     teacher_logprobs: Optional[torch.Tensor] = None  # [N, T] teacher log-probs (distillation)
+    contrast: Optional[torch.Tensor] = None  # [N, T] CoRT: log pi(y|x) - log pi(y|x_free)
     step: int = 0  # current training step, for schedules
     total_steps: int = 1
     extras: dict = field(default_factory=dict)  # free-form, for methods' own diagnostics

@@ -19,6 +19,9 @@ class Conventions:
     group_eps: float  # added to the group std before dividing
     whiten_eps: float  # variance eps (token) or std eps (sequence) of the batch whitening
     whiten: str  # default batch-whitening convention: "token" | "sequence" | "none"
+    # a reward with one valid value in its group: "unit" normalises with mean 0, std 1 (verl);
+    # "absent" treats it as absent (TRL: its nanstd of one value is NaN, dropped by nansum)
+    single: str = "unit"
 
 
 # verl (and the GDPO authors' verl fork, which the paper follows): eps 1e-6 on the group std,
@@ -26,11 +29,12 @@ class Conventions:
 VERL = Conventions(group_eps=1e-6, whiten_eps=1e-8, whiten="token")
 # TRL GRPOTrainer multi_objective_aggregation="normalize_then_sum": eps 1e-4 in both places,
 # whitening over responses.
-TRL = Conventions(group_eps=1e-4, whiten_eps=1e-4, whiten="sequence")
+TRL = Conventions(group_eps=1e-4, whiten_eps=1e-4, whiten="sequence", single="absent")
 CONVENTIONS = {"verl": VERL, "trl": TRL}
 
 
-def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float) -> torch.Tensor:
+def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float,
+                    single: str = "unit") -> torch.Tensor:
     """Normalise each column within its prompt group, ignoring NaNs.
 
     Args:
@@ -39,7 +43,7 @@ def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float) -> to
         eps: added to the unbiased group std.
     Returns:
         [N, K]: ``(x - mean_g) / (std_g + eps)``; NaN stays NaN. A (group, column) with one
-        valid value uses mean 0, std 1.
+        valid value uses mean 0, std 1 (``single="unit"``) or becomes NaN (``"absent"``).
     """
     if values.dim() != 2:
         raise ValueError(f"values must be [N, K], got {tuple(values.shape)}")
@@ -55,11 +59,14 @@ def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float) -> to
     dev = torch.where(valid, x - mean[gidx], torch.zeros_like(x))
     sq = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, dev * dev)
     std = torch.sqrt(sq / (count - 1).clamp(min=1))
-    single = count <= 1
+    single_mode, single = single, count <= 1
+    if single_mode not in ("unit", "absent"):
+        raise ValueError(f"unknown single-sample convention {single_mode!r}")
     mean = torch.where(single, torch.zeros_like(mean), mean)
     std = torch.where(single, torch.ones_like(std), std)
     out = (x - mean[gidx]) / (std[gidx] + eps)
-    out = torch.where(valid, out, torch.full_like(out, float("nan")))
+    keep = valid & ~single[gidx] if single_mode == "absent" else valid
+    out = torch.where(keep, out, torch.full_like(out, float("nan")))
     return out.to(values.dtype)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -95,3 +95,6 @@ class Task:
     load_eval: Callable[[Path | None], list[Example]]
     score: Callable[[Sequence[Example], Sequence[str]], dict]
     headline: tuple[str, ...] = ()  # metric names shown in the run's summary table
+    # spans(example, response) -> {reward or part name: [(start, end) character ranges]}: what
+    # each verifier reads and the response's parts, for token-level diagnostics (optional)
+    spans: Optional[Callable[[Example, str], dict]] = None

@@ -73,8 +73,9 @@ def test_response_with_no_reward_gets_zero_advantage():
     nan = float("nan")
     b = batch([[1, 0], [0, 1], [nan, nan]], [0, 0, 0], [2, 2, 2])
     for name in ("grpo", "gdpo"):
-        S = methods.advantages(name, b, whiten="none")
-        assert torch.all(S[2] == 0), name
+        for mode in ("none", "token", "sequence"):
+            S = methods.advantages(name, b, whiten=mode)
+            assert torch.all(S[2] == 0), (name, mode)  # whitening does not shift it either
 
 
 def test_trl_conventions_use_eps_1e4_and_sequence_whitening():

@@ -19,6 +19,7 @@ from tasks.base import Example, Task, TrainSet
 from tasks.tools import bfcl  # bfcl-eval itself is imported lazily, on first load/score
 from tasks.tools.bfcl import LIVE, NON_LIVE
 from tasks.tools.rewards import REWARDS
+from tasks.tools.spans import spans
 
 FAMILY = "tools"
 SYNTH_SIZE = 512  # examples per seed of ``tools-synth``
@@ -63,7 +64,7 @@ def _bfcl_task(name: str, categories: Sequence[str], headline: tuple[str, ...], 
     return Task(
         name=name, family=FAMILY, help=f"BFCL v4 {what} (AST checker, ToolRL prompt format).",
         rewards=REWARDS, train_sets=TRAIN_SET_NAMES, load_eval=load_eval, score=score,
-        headline=headline,
+        headline=headline, spans=spans,
     )
 
 

@@ -4,9 +4,15 @@ from tasks import TASKS, TRAIN_SETS
 from tasks.base import Example, Reward, Task, TrainSet, VerifierInfo
 
 
+PARITY = "Use an even number of characters."
+VOWELS = "Vowels score: a, e, i, o, u."
+
+
 def _example(i: int) -> Example:
-    return Example(id=f"toy-{i}", messages=({"role": "user", "content": f"Count to {i}."},),
-                   reference=str(i), verifier_info=(VerifierInfo("parity", "even", False),),
+    return Example(id=f"toy-{i}", messages=({"role": "user", "content": f"Count to {i}. {PARITY}"},),
+                   reference=str(i),
+                   verifier_info=(VerifierInfo("parity", PARITY, False),
+                                  VerifierInfo("vowels", VOWELS, True)),
                    metadata={"category": "odd" if i % 2 else "even"})
 
 

@@ -1,0 +1,127 @@
+"""``python -m harness explain``: one response's per-token credit, as HTML and PNG.
+
+Samples G responses to one training prompt with the run's model, scores them, replays them
+(MRTPO's ``loo`` contexts) and shows, for one response, the per-token advantage under GDPO and
+under MRTPO and each reward's replay distance (the paper's Figures 1-3, 7, 8). The run's
+config chooses model, task and settings; trained weights are not stored, so the model is the
+run's starting model unless ``--model`` names another (e.g. a saved checkpoint folder).
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+import methods
+from harness.config import RunConfig
+from harness.data import load_train
+from harness.models import load_model, load_tokenizer
+from harness.replay import relevance
+from harness.results import load_result
+from harness.rollout import HFRollout
+from methods import RolloutBatch
+from tasks import TASKS
+
+
+def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: str | None = None,
+            group_size: int | None = None, seed: int = 0) -> tuple[Path, Path]:
+    config = RunConfig.from_dict(load_result(run)["config"])
+    if model:
+        config = replace(config, model=replace(config.model, model=model))
+    task = TASKS.get(config.task.task)
+    examples = load_train(config)
+    if not 0 <= example < len(examples):
+        raise ValueError(f"--example must be in [0, {len(examples)}), got {example}")
+    ex = examples[example]
+    g = group_size or config.rollout.group_size
+    if not 0 <= response < g:
+        raise ValueError(f"--response must be in [0, {g}), got {response}")
+    tok = load_tokenizer(config.model.model, config.model.allow_download)
+    policy = load_model(config.model.model, seed=config.seed,
+                        allow_download=config.model.allow_download, dtype=config.model.dtype)
+    r = config.rollout
+    ro = HFRollout(policy, tok).generate([ex], g, r.max_response_tokens, r.temperature, r.top_p,
+                                         r.top_k, seed=seed)
+    names = [rw.name for rw in task.rewards]
+    rewards = torch.tensor([[rw(ex, t) for rw in task.rewards] for t in ro.texts])
+    d = relevance(policy, tok, [ex] * g, ro.response_ids, ro.response_mask, names, "loo",
+                  r.temperature)
+    batch = RolloutBatch(rewards=rewards, reward_names=tuple(names),
+                         reward_bounds=tuple((rw.lo, rw.hi) for rw in task.rewards),
+                         group=torch.zeros(g, dtype=torch.long), response_mask=ro.response_mask,
+                         relevance=d)
+    opts = config.method.options()
+    rows = {"GDPO": methods.compute("gdpo", batch, opts).scores[response],
+            "MRTPO": methods.compute("mrtpo", batch, opts).scores[response]}
+    for k, name in enumerate(names):
+        rows[f"d[{name}]"] = d[response, k]
+    length = int(ro.response_mask[response].sum())
+    ids = ro.response_ids[response, :length].tolist()
+    tokens = tok.batch_decode([[i] for i in ids])
+    info = {name: float(rewards[response, k]) for k, name in enumerate(names)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"explain-{task.name}-ex{example}-r{response}"
+    html_path = out_dir / f"{stem}.html"
+    png_path = out_dir / f"{stem}.png"
+    html_path.write_text(render_html(tokens, {k: v[:length] for k, v in rows.items()}, info,
+                                     ex.id))
+    render_png(tokens, {k: v[:length] for k, v in rows.items()}, png_path)
+    return html_path, png_path
+
+
+def _colour(value: float, scale: float) -> str:
+    """Green for positive, red for negative, white for 0."""
+    x = max(-1.0, min(1.0, value / scale)) if scale > 0 else 0.0
+    if x >= 0:
+        return f"rgb({int(255 * (1 - x))},255,{int(255 * (1 - x))})"
+    return f"rgb(255,{int(255 * (1 + x))},{int(255 * (1 + x))})"
+
+
+def render_html(tokens: list[str], rows: dict[str, torch.Tensor], rewards: dict,
+                example_id: str) -> str:
+    """A self-contained page: one line of coloured tokens per row, values on hover."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>token credit</title>",
+        "<style>body{font-family:sans-serif;margin:2em}.row{margin:1em 0}"
+        ".tok{font-family:monospace;white-space:pre-wrap;padding:1px 0}"
+        "h3{margin:.2em 0;font-size:1em}</style></head><body>",
+        f"<h2>Example {html.escape(example_id)}</h2>",
+        "<p>rewards: " + ", ".join(f"{html.escape(k)} = {v:g}" for k, v in rewards.items())
+        + "</p>",
+    ]
+    for name, values in rows.items():
+        scale = float(values.abs().max()) or 1.0
+        parts.append(f"<div class='row'><h3>{html.escape(name)} (max |value| {scale:.3g})</h3>")
+        for t, v in zip(tokens, values.tolist()):
+            parts.append(f"<span class='tok' style='background:{_colour(v, scale)}' "
+                         f"title='{v:.4f}'>{html.escape(t)}</span>")
+        parts.append("</div>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def render_png(tokens: list[str], rows: dict[str, torch.Tensor], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = len(tokens)
+    fig, axes = plt.subplots(len(rows), 1, figsize=(max(6, 0.35 * t), 1.1 * len(rows) + 0.6),
+                             squeeze=False)
+    last = len(rows) - 1
+    for i, (ax, (name, values)) in enumerate(zip(axes[:, 0], rows.items())):
+        v = values.numpy()[None, :]
+        scale = float(abs(v).max()) or 1.0
+        # advantages: red (negative) to green (positive); distances: white (0) to black
+        cmap = "RdYlGn" if name in ("GDPO", "MRTPO") else "Greys"
+        lo = -scale if cmap == "RdYlGn" else 0.0
+        ax.imshow(v, aspect="auto", cmap=cmap, vmin=lo, vmax=scale)
+        ax.set_yticks([0], [f"{name}\n(max {scale:.2g})"])
+        labels = [repr(x)[1:-1] for x in tokens] if i == last else []
+        ax.set_xticks(range(t) if i == last else [], labels, rotation=90, fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

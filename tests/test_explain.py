@@ -1,0 +1,33 @@
+"""`harness explain`: a self-contained HTML page and a PNG of one response's token credit."""
+import json
+
+from harness import cli
+from harness.config import resolve
+from harness.results import atomic_write_json, result_path
+
+
+def test_explain_writes_html_and_png(tmp_path, capsys):
+    config = resolve("smoke", {"model": "tiny-random", "results_dir": str(tmp_path),
+                               "max_response_tokens": 6, "group_size": 3})
+    run = result_path(config)
+    atomic_write_json(run, {"config": config.to_dict(), "metrics": {}})
+    out = tmp_path / "explain"
+    assert cli.main(["explain", "--run", str(run), "--example", "2", "--response", "1",
+                     "--output", str(out)]) == 0
+    page = next(out.glob("*.html")).read_text()
+    assert page.startswith("<!doctype html>") and "<script" not in page  # self-contained
+    for row in ("GDPO", "MRTPO", "d[format]", "d[correctness]"):
+        assert row in page
+    assert page.count("class='tok'") >= 4 * 1  # every row shows the response's tokens
+    png = next(out.glob("*.png")).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    assert cli.main(["explain", "--run", str(run), "--example", "2", "--response", "5",
+                     "--output", str(out)]) == 2
+    assert "--response must be in [0, 3)" in capsys.readouterr().err
+
+
+def test_bench_replay_reports_the_same_distances_for_every_chunk(capsys):
+    assert cli.main(["bench", "replay", "--model", "tiny-random", "--responses", "2",
+                     "--tokens", "24", "--chunks", "24,5"]) == 0
+    out = capsys.readouterr().out
+    assert "same distances in every setting: True" in out and "24 (=T)" in out
