@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from harness.rollout import left_pad, with_response
 from tasks.base import Example
 
 MODES = ("loo", "single", "joint")
@@ -112,16 +113,8 @@ def response_hidden(model, tokenizer, contexts: Sequence[list[dict]], response_i
     texts = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
              for c in contexts]
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    width = max(len(i) for i in ids)
-    pad = tokenizer.pad_token_id
-    p_ids = torch.full((len(ids), width), pad, dtype=torch.long)
-    p_mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for r, row in enumerate(ids):
-        p_ids[r, width - len(row):] = torch.tensor(row)
-        p_mask[r, width - len(row):] = 1
-    full = torch.cat([p_ids, response_ids], dim=1)
-    attn = torch.cat([p_mask, response_mask], dim=1)
-    pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    p_ids, p_mask = left_pad(ids, tokenizer.pad_token_id)
+    full, attn, pos = with_response(p_ids, p_mask, response_ids, response_mask)
     device = next(base.parameters()).device
     hidden = base(input_ids=full.to(device), attention_mask=attn.to(device),
                   position_ids=pos.to(device), use_cache=False).last_hidden_state

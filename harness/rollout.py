@@ -26,6 +26,26 @@ class Rollout:
     example_index: list[int]  # N: which input example each row answers
 
 
+def left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows -> ([N, P] ids, [N, P] mask), left-padded so every row ends at column P."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(list(r), dtype=torch.long)
+        mask[i, width - len(r):] = 1
+    return ids, mask
+
+
+def with_response(p_ids: torch.Tensor, p_mask: torch.Tensor, r_ids: torch.Tensor,
+                  r_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """[prompt | response] ids, attention mask and position ids. With left padding, positions
+    count real tokens only, as ``generate`` counted them."""
+    ids = torch.cat([p_ids, r_ids], dim=1)
+    attn = torch.cat([p_mask, r_mask], dim=1)
+    return ids, attn, (attn.cumsum(dim=1) - 1).clamp(min=0)
+
+
 def render_prompt(tokenizer, example: Example) -> str:
     return tokenizer.apply_chat_template(
         list(example.messages), add_generation_prompt=True, tokenize=False
@@ -95,13 +115,9 @@ class HFRollout:
         """``n`` responses per example, all in one ``generate`` call."""
         ids = prompt_ids if prompt_ids is not None else self.encode(examples)
         rows = [i for i in range(len(examples)) for _ in range(n)]
-        width = max(len(ids[i]) for i in rows)
         pad = self.tokenizer.pad_token_id
-        p_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        p_mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, i in enumerate(rows):
-            p_ids[r, width - len(ids[i]):] = torch.tensor(ids[i])
-            p_mask[r, width - len(ids[i]):] = 1
+        p_ids, p_mask = left_pad([ids[i] for i in rows], pad)
+        width = p_ids.shape[1]
         kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=self.eos_ids)
         if greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)

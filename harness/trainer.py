@@ -29,7 +29,7 @@ from harness.replay import known_rewards, replay_messages, response_hidden
 from harness.replay import relevance as relevance_fn
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
                              result_path)
-from harness.rollout import HFRollout, Rollout
+from harness.rollout import HFRollout, Rollout, with_response
 from methods import RolloutBatch
 from tasks import TASKS
 from tasks.base import Example, Task
@@ -44,10 +44,7 @@ def sequence_logprobs(model, ro: Rollout, rows: list[int], temperature: float,
     start = int(keep[0]) if len(keep) else 0
     p_ids, p_mask = p_ids[:, start:], p_mask[:, start:]
     r_ids, r_mask = ro.response_ids[rows], ro.response_mask[rows]
-    ids = torch.cat([p_ids, r_ids], dim=1)
-    attn = torch.cat([p_mask, r_mask], dim=1)
-    # left padding: positions count real tokens only, as generate() counted them
-    pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    ids, attn, pos = with_response(p_ids, p_mask, r_ids, r_mask)
     device = next(model.parameters()).device
     t = r_ids.shape[1]
     out = model(input_ids=ids.to(device), attention_mask=attn.to(device),
