@@ -13,12 +13,14 @@ from harness import config as cfg
 from harness.assets import MissingAssetError
 
 _TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str, "Optional[float]": float}
-_NOT_FLAGS = {"seed", "preset"}  # --seeds and --preset are handled by the command itself
+_NOT_FLAGS = {"seed", "preset"}
+_FAMILY_OPTIONS = ("sql_",)  # task-family options that `score` accepts too  # --seeds and --preset are handled by the command itself
 
 
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
+def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()) -> None:
+    """One flag per config field (``only``: just the fields with these name prefixes)."""
     for name, (section, f) in cfg.all_fields().items():
-        if name in _NOT_FLAGS:
+        if name in _NOT_FLAGS or (only and not name.startswith(only)):
             continue
         flag = "--" + name.replace("_", "-")
         help_text = f.metadata.get("help", "")
@@ -52,7 +54,7 @@ def validate(config: cfg.RunConfig) -> None:
 
     load_plugins(config.plugins)
 
-    TASKS.get(config.task.task)
+    TASKS.get(config.task.task).configured(config.task)
     load_train(config)  # a missing or malformed data file fails here, before workers start
     method = methods.get(config.method.method)  # unknown names and bad compositions fail here
     config.method.options()
@@ -161,9 +163,14 @@ def read_predictions(path: Path) -> dict[str, str]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from dataclasses import fields, replace
+
     from tasks import TASKS
 
-    task = TASKS.get(args.task)
+    task_options = {f.name: getattr(args, f.name) for f in fields(cfg.TaskConfig)
+                    if hasattr(args, f.name) and f.name != "task"}
+    task = TASKS.get(args.task).configured(replace(cfg.TaskConfig(task=args.task),
+                                                   **task_options))
     preds = read_predictions(Path(args.predictions))
     examples = {ex.id: ex for ex in task.load_eval(Path(args.data_dir) if args.data_dir else None)}
     unknown = [i for i in preds if i not in examples]
@@ -204,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--task", required=True)
     score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
     score.add_argument("--data-dir", default=None)
+    add_config_flags(score, only=_FAMILY_OPTIONS)
     score.add_argument("--output", default=None, help="also write the scores as JSON here")
     from harness.bench import add_parser as add_bench
 

@@ -90,6 +90,16 @@ class TaskConfig:
     eval_limit: int = opt(0, "evaluate a fixed, seeded, category-stratified subset of this "
                              "many items; 0 = all")
     eval_seed: int = opt(1234, "seed of the --eval-limit subset (fixed across training seeds)")
+    # text-to-SQL family (tasks/sql): the sandbox that runs predicted queries, and the prompt
+    sql_timeout: float = opt(5.0, "text-to-SQL: seconds a query may run (inside SQLite; its "
+                                  "worker process is killed soon after)")
+    sql_processes: int = opt(2, "text-to-SQL: worker processes that execute queries in "
+                                "parallel (per training worker)", identity=False)
+    sql_max_rows: int = opt(100_000, "text-to-SQL: a query returning more rows fails")
+    sql_keep_distinct: bool = opt(False, "text-to-SQL: keep DISTINCT when comparing results "
+                                         "(Spider's evaluation drops it by default)")
+    sql_sample_rows: int = opt(0, "text-to-SQL: example rows per table shown after the "
+                                  "schema's CREATE TABLE statements")
 
 
 @dataclass(frozen=True)

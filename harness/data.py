@@ -11,12 +11,17 @@ from tasks import TASKS, TRAIN_SETS
 from tasks.base import Example, Task, TrainSet
 
 
+def get_task(config: RunConfig) -> Task:
+    """The run's task, with its family options (``--sql-*``, ...) applied."""
+    return TASKS.get(config.task.task).configured(config.task)
+
+
 def choose_train_set(config: RunConfig) -> TrainSet:
     """``--train-data`` if given; else the family's published set when ``--data-dir`` is given,
     else its first set that needs no data folder (the offline generator)."""
     task = TASKS.get(config.task.task)
     if config.task.train_data:
-        chosen = TRAIN_SETS.get(config.task.train_data)
+        chosen = TRAIN_SETS.get(config.task.train_data).configured(config.task)
         if chosen.family != task.family:
             raise ValueError(f"training set {chosen.name!r} is for the {chosen.family} family, "
                              f"task {task.name!r} is {task.family}")
@@ -24,7 +29,7 @@ def choose_train_set(config: RunConfig) -> TrainSet:
     for name in task.train_sets:
         ts = TRAIN_SETS.get(name)
         if not ts.needs_data_dir or config.task.data_dir:
-            return ts
+            return ts.configured(config.task)
     raise ValueError(f"task {task.name!r} has no offline training set; pass --data-dir")
 
 

@@ -16,13 +16,12 @@ import torch
 
 import methods
 from harness.config import RunConfig
-from harness.data import load_train
+from harness.data import get_task, load_train
 from harness.models import load_model, load_tokenizer
 from harness.replay import relevance
 from harness.results import load_result
 from harness.rollout import HFRollout
 from methods import RolloutBatch
-from tasks import TASKS
 
 
 def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: str | None = None,
@@ -30,7 +29,7 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     config = RunConfig.from_dict(load_result(run)["config"])
     if model:
         config = replace(config, model=replace(config.model, model=model))
-    task = TASKS.get(config.task.task)
+    task = get_task(config)
     examples = load_train(config)
     if not 0 <= example < len(examples):
         raise ValueError(f"--example must be in [0, {len(examples)}), got {example}")
@@ -45,7 +44,7 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     ro = HFRollout(policy, tok).generate([ex], g, r.max_response_tokens, r.temperature, r.top_p,
                                          r.top_k, seed=seed)
     names = [rw.name for rw in task.rewards]
-    rewards = torch.tensor([[rw(ex, t) for rw in task.rewards] for t in ro.texts])
+    rewards = torch.tensor(task.compute_rewards([ex] * len(ro.texts), ro.texts))
     d = relevance(policy, tok, [ex] * g, ro.response_ids, ro.response_mask, names, "loo",
                   r.temperature)
     batch = RolloutBatch(rewards=rewards, reward_names=tuple(names),

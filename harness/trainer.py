@@ -19,7 +19,7 @@ import torch
 import methods
 from harness import engine as eng
 from harness.config import RunConfig
-from harness.data import PromptSampler, load_eval, load_train
+from harness.data import PromptSampler, get_task, load_eval, load_train
 from harness.diagnostics import batch_records, summarise
 from harness.loss import aggregate, generalised_jsd, kl_penalty, ppo_clip_loss, token_logprobs
 from harness.models import load_model, load_tokenizer
@@ -31,7 +31,6 @@ from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, 
                              result_path)
 from harness.rollout import HFRollout, Rollout, with_response
 from methods import RolloutBatch
-from tasks import TASKS
 from tasks.base import Example, Task
 
 
@@ -68,7 +67,7 @@ class Trainer:
         load_plugins(config.plugins)
         self.config = config
         self.rank, self.world = eng.rank(), eng.world_size()
-        self.task: Task = TASKS.get(config.task.task)
+        self.task: Task = get_task(config)
         self.method = methods.get(config.method.method)
         self.options = config.method.options()
         r, t = config.rollout, config.training
@@ -123,8 +122,7 @@ class Trainer:
                                    r.temperature, r.top_p, r.top_k,
                                    seed=cfg.seed * 1_000_003 + step * 1009 + self.rank)
         t_gen = time.perf_counter() - t0
-        rewards = [[rw(examples[i], text) for rw in self.task.rewards]
-                   for i, text in zip(ro.example_index, ro.texts)]
+        rewards = self.task.compute_rewards([examples[i] for i in ro.example_index], ro.texts)
         t_rew = time.perf_counter() - t0 - t_gen
         lengths = ro.response_mask.sum(dim=1).tolist()
         groups = [mine[i] for i in ro.example_index]

@@ -15,5 +15,6 @@ TRAIN_SETS: Registry[TrainSet] = Registry("training set")
 # Families register themselves on import; keep this list explicit so a missing family is an
 # ImportError, not a silently shorter registry.
 from tasks import tools as _tools  # noqa: E402,F401
+from tasks import sql as _sql  # noqa: E402,F401
 
 __all__ = ["TASKS", "TRAIN_SETS", "Example", "Reward", "Task", "TrainSet", "VerifierInfo"]

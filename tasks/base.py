@@ -54,12 +54,16 @@ class Reward:
 
     def __call__(self, example: Example, response: str) -> float:
         value = float(self.fn(example, response))
-        if not math.isnan(value) and not (self.lo <= value <= self.hi):
-            raise ValueError(
-                f"reward {self.name!r} returned {value}, outside its declared bounds "
-                f"[{self.lo}, {self.hi}] (example {example.id!r})"
-            )
+        check_bounds(self, value, example)
         return value
+
+
+def check_bounds(reward: Reward, value: float, example: Example) -> None:
+    if not math.isnan(value) and not (reward.lo <= value <= reward.hi):
+        raise ValueError(
+            f"reward {reward.name!r} returned {value}, outside its declared bounds "
+            f"[{reward.lo}, {reward.hi}] (example {example.id!r})"
+        )
 
 
 def score_rewards(rewards: Sequence[Reward], example: Example, response: str) -> list[float]:
@@ -77,6 +81,13 @@ class TrainSet:
     # load(data_dir, seed) -> examples; data_dir may be None for offline generators
     load: Callable[[Path | None, int], list[Example]]
     needs_data_dir: bool = False
+    # bind(task_config) -> TrainSet with the run's family options applied (e.g. SQL prompts)
+    bind: Optional[Callable[[Any], "TrainSet"]] = None
+
+    def configured(self, task_config: Any) -> "TrainSet":
+        """This training set under a run's ``TaskConfig`` (itself when it has no options)."""
+        return self.bind(task_config) if self.bind is not None and task_config is not None \
+            else self
 
 
 @dataclass(frozen=True)
@@ -98,3 +109,29 @@ class Task:
     # spans(example, response) -> {reward or part name: [(start, end) character ranges]}: what
     # each verifier reads and the response's parts, for token-level diagnostics (optional)
     spans: Optional[Callable[[Example, str], dict]] = None
+    # reward_batch(examples, responses) -> one row of reward values per response, in the order
+    # of ``rewards``: for families that score a batch at once (e.g. SQL executed in parallel)
+    reward_batch: Optional[Callable[[Sequence[Example], Sequence[str]], list[list[float]]]] = None
+    # bind(task_config) -> Task with the run's family options applied (SQL limits, ...)
+    bind: Optional[Callable[[Any], "Task"]] = None
+
+    def configured(self, task_config: Any) -> "Task":
+        """This task under a run's ``TaskConfig`` (itself when it has no options)."""
+        return self.bind(task_config) if self.bind is not None and task_config is not None \
+            else self
+
+    def compute_rewards(self, examples: Sequence[Example], responses: Sequence[str]
+                        ) -> list[list[float]]:
+        """Reward rows for (example, response) pairs, checked against the declared bounds."""
+        if len(examples) != len(responses):
+            raise ValueError(f"{len(examples)} examples but {len(responses)} responses")
+        if self.reward_batch is None:
+            return [score_rewards(self.rewards, e, r) for e, r in zip(examples, responses)]
+        rows = self.reward_batch(examples, responses)
+        for example, row in zip(examples, rows):
+            if len(row) != len(self.rewards):
+                raise ValueError(f"task {self.name!r}: reward_batch gave {len(row)} values, "
+                                 f"{len(self.rewards)} rewards are declared")
+            for reward, value in zip(self.rewards, row):
+                check_bounds(reward, value, example)
+        return [[float(v) for v in row] for row in rows]
