@@ -3,6 +3,8 @@
 - ``bench replay``: peak extra memory and time of MRTPO's per-token JS distance with and
   without chunking (each setting in a fresh process, RSS sampled every 2 ms).
 - ``bench steps``: step-time ratios of stored runs (e.g. MRTPO vs GDPO on one setting).
+- ``bench sql``: throughput of the text-to-SQL reward computation (sandboxed execution) on
+  1, 2, ... worker processes.
 """
 from __future__ import annotations
 
@@ -88,6 +90,54 @@ def bench_steps(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sql_variants(reference: str) -> list[str]:
+    """Responses to one item, as a policy might give them: right, subtly wrong, not running."""
+    think = "<think>Find the tables, then filter.</think>\n"
+
+    def wrap(sql: str) -> str:
+        return f"{think}<answer>\n```sql\n{sql}\n```\n</answer>"
+
+    return [wrap(reference),
+            wrap(reference.replace(">", ">=", 1) if ">" in reference else reference + " LIMIT 1"),
+            wrap(reference.replace("FROM ", "FROM x_", 1)),  # unknown table: fails to prepare
+            wrap(reference.replace("SELECT ", "SELECT DISTINCT ", 1)),
+            "The answer cannot be computed."]
+
+
+def bench_sql(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from harness.config import TaskConfig
+    from tasks import TASKS
+    from tasks.sql.evaluate import SqlOptions, reward_rows
+    from tasks.sql.sandbox import close_shared
+
+    task = TASKS.get(args.task)
+    examples = task.load_eval(Path(args.data_dir) if args.data_dir else None)
+    pairs = [(ex, r) for ex in examples for r in _sql_variants(ex.reference)]
+    pairs = (pairs * (args.responses // len(pairs) + 1))[:args.responses]
+    exs, responses = [p[0] for p in pairs], [p[1] for p in pairs]
+    base = SqlOptions.from_task_config(TaskConfig(task=args.task))
+    print(f"text-to-SQL rewards: {len(responses)} responses to {len(examples)} items of "
+          f"{args.task} (5 variants each: right, off-by-one comparison, unknown table, "
+          f"DISTINCT added, no query), per-query limit {base.limits.timeout:g} s")
+    print(f"{'processes':>9} {'seconds':>8} {'responses/s':>12} {'ratio':>6}")
+    first = None
+    for processes in [int(p) for p in args.processes.split(",")]:
+        options = replace(base, processes=processes)
+        reward_rows(exs[:processes * 4], responses[:processes * 4], options)  # start workers
+        start = time.perf_counter()
+        rows = reward_rows(exs, responses, options)
+        seconds = time.perf_counter() - start
+        close_shared()
+        qps = len(responses) / seconds
+        first = first or qps
+        print(f"{processes:9d} {seconds:8.2f} {qps:12.0f} {qps / first:6.2f}")
+    means = [sum(r[k] for r in rows) / len(rows) for k in range(3)]
+    print("mean rewards (format, executable, execution): " + ", ".join(f"{m:.2f}" for m in means))
+    return 0
+
+
 def add_parser(sub) -> None:
     bench = sub.add_parser("bench", help="measurements (replay memory, step-time ratios)")
     which = bench.add_subparsers(dest="bench", required=True)
@@ -100,6 +150,12 @@ def add_parser(sub) -> None:
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")
     steps.add_argument("runs", nargs="+", help="result folders (…/<setting>/)")
     steps.set_defaults(bench_fn=bench_steps)
+    sql = which.add_parser("sql", help="text-to-SQL reward throughput on 1, 2, ... processes")
+    sql.add_argument("--task", default="spider-mini", help="a text-to-SQL task")
+    sql.add_argument("--data-dir", default=None)
+    sql.add_argument("--responses", type=int, default=4000)
+    sql.add_argument("--processes", default="1,2", help="comma-separated process counts")
+    sql.set_defaults(bench_fn=bench_sql)
 
 
 if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "_replay_one":

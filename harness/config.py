@@ -180,6 +180,14 @@ PRESETS.add("paper-tool", Preset(
      "top_k": 0, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
      "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
 ))
+PRESETS.add("paper-sql", Preset(
+    "paper-sql",
+    "paper Table 9, text-to-SQL: Qwen2.5-Coder-3B/7B-Instruct (pass --model FOLDER), Spider "
+    "train (--data-dir), 32 prompts x G=8, 100 steps, temperature 1.1, lr 1e-6, max response 1024",
+    {"prompts_per_step": 32, "group_size": 8, "steps": 100, "temperature": 1.1, "top_p": 1.0,
+     "top_k": 0, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
+     "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
+))
 PRESETS.add("smoke", Preset(
     "smoke",
     "CPU, minutes: the embedded SmolLM2-135M, 4 steps of 2 prompts x G=4, short responses, "

@@ -26,6 +26,9 @@ def test_preset_then_flags():
     assert (paper.rollout.prompts_per_step, paper.rollout.group_size, paper.training.steps) == \
         (512, 4, 100)
     assert paper.training.lr == 1e-6 and paper.rollout.max_response_tokens == 1024
+    sql = resolve("paper-sql", {"task": "text2sql"})  # Table 9, text-to-SQL column
+    assert (sql.rollout.prompts_per_step, sql.rollout.group_size, sql.training.steps,
+            sql.rollout.temperature, sql.rollout.top_k) == (32, 8, 100, 1.1, 0)
     args = cli.build_parser().parse_args(
         ["run", "--preset", "smoke", "--group-size", "8", "--no-use-gpu", "--whiten", "none"])
     c = resolve(args.preset, cli.overrides_from(args))

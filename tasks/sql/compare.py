@@ -24,6 +24,7 @@ permutation).
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from typing import Iterator, Sequence
@@ -118,6 +119,35 @@ def spider_postprocess(query: str) -> str:
 def order_matters(gold_query: str) -> bool:
     """Spider's rule: row order matters when the gold query has ORDER BY."""
     return "order by" in gold_query.lower()
+
+
+def prepare(pred: str, gold: str, semantics: str, keep_distinct: bool) -> tuple[str, str, bool]:
+    """(prediction, gold, order matters) as they are executed and compared.
+
+    Spider: both queries get :func:`spider_postprocess` and, unless ``keep_distinct``, lose their
+    DISTINCT keywords; order matters when the gold has ORDER BY. BIRD: run as written, order
+    never matters. ValueError when the prediction cannot be tokenised (Spider's evaluation
+    scores such a prediction 0 without running it).
+    """
+    if semantics == "bird":
+        return pred, gold, False
+    if semantics != "spider":
+        raise ValueError(f"unknown result semantics {semantics!r}; known: {', '.join(SEMANTICS)}")
+    gold, ordered = _spider_gold(gold, keep_distinct)
+    pred = spider_postprocess(pred)
+    if not keep_distinct:
+        pred = remove_distinct(pred)
+    return pred, gold, ordered
+
+
+@functools.lru_cache(maxsize=4096)
+def _spider_gold(gold: str, keep_distinct: bool) -> tuple[str, bool]:
+    """A gold query as it is executed, and whether its order matters (cached: the G responses of
+    a prompt share it)."""
+    gold = spider_postprocess(gold)
+    if not keep_distinct:
+        gold = remove_distinct(gold)
+    return gold, order_matters(gold)
 
 
 def remove_distinct(query: str) -> str:

@@ -1,9 +1,11 @@
 """The SQL sandbox's worker process: executes untrusted queries against read-only SQLite files.
 
 Started by :mod:`tasks.sql.sandbox` as ``python -E -s worker.py LIMITS_JSON`` (by file, so that
-it imports only the standard library and its sibling ``compare.py``, not the harness). It reads
-jobs from stdin and writes results to stdout, each a 4-byte big-endian length and a pickle; the
-parent is trusted, the SQL inside the jobs is not.
+it imports only the standard library, sqlglot and its siblings ``compare.py`` and ``layout.py``,
+not the harness). It reads jobs from stdin and writes results to stdout, each a 4-byte
+big-endian length and a pickle; the parent is trusted, the responses and SQL inside the jobs are
+not. A ``response`` job does all the per-response work (format check, query extraction,
+normalisation, execution, comparison), so all of it runs in parallel across workers.
 
 Defences, from the outside in (the parent adds a hard wall-clock kill of this process):
 
@@ -31,9 +33,11 @@ from collections import OrderedDict
 
 if __package__ in (None, ""):  # run by file (the sandbox's way): import the sibling module
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from compare import results_equal  # type: ignore[no-redef]
+    from compare import prepare, results_equal  # type: ignore[no-redef]
+    from layout import extract_sql, format_ok  # type: ignore[no-redef]
 else:
-    from tasks.sql.compare import results_equal
+    from tasks.sql.compare import prepare, results_equal
+    from tasks.sql.layout import extract_sql, format_ok
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
             sqlite3.SQLITE_RECURSIVE}
@@ -164,8 +168,27 @@ class Executor:
         out["match"] = match if gold_sql is not None else None
         return out
 
+    def response(self, job: dict) -> dict:
+        """Everything the rewards and the scorer need from one response: ``format_ok``, ``sql``
+        (None when no query is found) and :meth:`check`'s outcome for it."""
+        text = job["response"]
+        out = {"format_ok": format_ok(text), "sql": extract_sql(text)}
+        if out["sql"] is None:
+            return {**out, "executed": False, "match": False, "error": "no SQL query found",
+                    "gold_error": None, "rows": 0}
+        try:
+            pred, gold, ordered = prepare(out["sql"], job["gold"], job["semantics"],
+                                          bool(job.get("keep_distinct", False)))
+        except ValueError as exc:
+            return {**out, "executed": False, "match": False, "error": str(exc),
+                    "gold_error": None, "rows": 0}
+        return {**out, **self.check({"dbs": job["dbs"], "pred": pred, "gold": gold,
+                                     "semantics": job["semantics"], "order_matters": ordered})}
+
     def handle(self, job: dict) -> dict:
         op = job.get("op")
+        if op == "response":
+            return self.response(job)
         if op == "check":
             return self.check(job)
         if op == "rows":
