@@ -81,6 +81,10 @@ def prepare_all() -> None:
     """Everything the default job and the tests need, prepared offline."""
     path = prepare_smollm2()
     print(f"embedded model ready: {path}")
+    from tasks.instruct.nltk_data import NLTK_DIR, prepare
+
+    prepare(NLTK_DIR)
+    print(f"NLTK punkt_tab ready: {NLTK_DIR}")
 
 
 if __name__ == "__main__":

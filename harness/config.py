@@ -100,6 +100,9 @@ class TaskConfig:
                                          "(Spider's evaluation drops it by default)")
     sql_sample_rows: int = opt(0, "text-to-SQL: example rows per table shown after the "
                                   "schema's CREATE TABLE statements")
+    # instruction-following family (tasks/instruct)
+    if_reward: str = opt("per-constraint", "instruction following: per-constraint rewards "
+                                           "(c1..c16, ragged), or one aggregate: all | mean")
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,15 @@ PRESETS.add("paper-sql", Preset(
     "train (--data-dir), 32 prompts x G=8, 100 steps, temperature 1.1, lr 1e-6, max response 1024",
     {"prompts_per_step": 32, "group_size": 8, "steps": 100, "temperature": 1.1, "top_p": 1.0,
      "top_k": 0, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
+     "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
+))
+PRESETS.add("paper-if", Preset(
+    "paper-if",
+    "paper Table 9, instruction following: Qwen2.5-7B-Instruct or Qwen3-4B-Instruct-2507 (pass "
+    "--model FOLDER), HIR-16K (--data-dir), 64 prompts x G=8, 300 steps, temperature 1.0, "
+    "top-p 0.99, top-k 100, lr 1e-6, max response 1024",
+    {"prompts_per_step": 64, "group_size": 8, "steps": 300, "temperature": 1.0, "top_p": 0.99,
+     "top_k": 100, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
      "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
 ))
 PRESETS.add("smoke", Preset(

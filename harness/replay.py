@@ -189,6 +189,8 @@ def relevance(model, tokenizer, examples: Sequence[Example], response_ids: torch
         else:
             base = hidden(lambda known: known if mode == "loo" else frozenset())
             for k, name in enumerate(rewards):
+                if not any(name in known_rewards(e) for e in ex):
+                    continue  # a reward none of these prompts has (ragged K): distance 0
                 other = hidden(lambda known: known - {name} if mode == "loo"
                                else known & {name})
                 out[rows, k] = js_distance(base, other, head, temperature, chunk).cpu()

