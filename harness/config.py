@@ -103,6 +103,14 @@ class TaskConfig:
     # instruction-following family (tasks/instruct)
     if_reward: str = opt("per-constraint", "instruction following: per-constraint rewards "
                                            "(c1..c16, ragged), or one aggregate: all | mean")
+    judge: str = opt("", "AdvancedIF's rubric judge: an OpenAI-compatible endpoint "
+                         "(http://HOST:PORT/v1, e.g. a vLLM server) or a local model folder")
+    judge_model: str = opt("o3-mini-2025-01-31", "model name sent to the judge endpoint "
+                                                 "(AdvancedIF's default judge)")
+    judge_api_key_env: str = opt("OPENAI_API_KEY", "name of the environment variable holding "
+                                                   "the judge endpoint's API key (empty: none)",
+                                 identity=False)
+    judge_max_tokens: int = opt(32768, "maximum tokens of a judge answer")
 
 
 @dataclass(frozen=True)

