@@ -5,7 +5,6 @@ Every config field is a flag (``--group-size 8``); see ``python -m harness run -
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -88,7 +87,7 @@ def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.results import check_stored, result_path, stored_seeds
+    from harness.results import check_stored, stored_seeds
 
     config = cfg.resolve(args.preset, overrides_from(args))
     config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
@@ -144,21 +143,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def read_predictions(path: Path) -> dict[str, str]:
+    from tasks.jsonio import read_jsonl
+
     out: dict[str, str] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("id"), str) \
-                    or not isinstance(row.get("response"), str):
-                raise ValueError(f'{path}:{lineno}: expected {{"id": str, "response": str}}')
-            if row["id"] in out:
-                raise ValueError(f"{path}:{lineno}: duplicate id {row['id']!r}")
-            out[row["id"]] = row["response"]
+    for lineno, row in read_jsonl(path):
+        if not isinstance(row.get("id"), str) or not isinstance(row.get("response"), str):
+            raise ValueError(f'{path}:{lineno}: expected {{"id": str, "response": str}}')
+        if row["id"] in out:
+            raise ValueError(f"{path}:{lineno}: duplicate id {row['id']!r}")
+        out[row["id"]] = row["response"]
     return out
 
 

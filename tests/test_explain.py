@@ -1,5 +1,4 @@
 """`harness explain`: a self-contained HTML page and a PNG of one response's token credit."""
-import json
 
 from harness import cli
 from harness.config import resolve

@@ -80,7 +80,6 @@ def test_unknown_names_fail_with_suggestions(capsys):
 
 
 def test_a_stored_seed_from_other_settings_is_not_pooled(tmp_path, capsys):
-    from dataclasses import replace
 
     config = resolve("smoke", {"results_dir": str(tmp_path), "method": "gdpo", "task": "bfcl"})
     path = _store(config, 0, 10.0)

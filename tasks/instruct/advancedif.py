@@ -15,13 +15,13 @@ of the successfully judged items (micro average); ``judge_failures``.
 from __future__ import annotations
 
 import functools
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from tasks.base import Example
+from tasks.jsonio import json_value, read_jsonl
 from tasks.instruct.judge import compose, load_templates, make_judge, parse
 
 FOLDER = "advancedif"
@@ -42,16 +42,6 @@ class JudgeOptions:
         return JudgeOptions(tc.judge, tc.judge_model, key, tc.judge_max_tokens)
 
 
-def _json_field(value: Any, where: str, name: str) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: {name!r} is a string but not valid JSON ({exc.msg})") \
-                from None
-    return value
-
-
 def load(data_dir: Path | None) -> list[Example]:
     if data_dir is None:
         raise ValueError("AdvancedIF is read from --data-dir (advancedif/*.jsonl and the "
@@ -63,38 +53,31 @@ def load(data_dir: Path | None) -> list[Example]:
     load_templates(folder / "judge.py")  # fail now, not after generating every response
     out = []
     for path in files:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
-                history = _json_field(row.get("conversation_history"), where,
-                                      "conversation_history")
-                if not isinstance(history, list) or not history or not all(
-                        isinstance(m, dict) and isinstance(m.get("role"), str)
-                        and isinstance(m.get("content"), str) for m in history):
-                    raise ValueError(f"{where}: 'conversation_history' must be a non-empty list "
-                                     "of {role, content} messages")
-                if history[-1]["role"] != "user":
-                    raise ValueError(f"{where}: the conversation must end with a user turn")
-                meta = _json_field(row.get("prompt_metadata"), where, "prompt_metadata")
-                rubrics = _json_field((meta or {}).get("rubrics") if isinstance(meta, dict)
-                                      else None, where, "rubrics")
-                if not isinstance(rubrics, list) or not rubrics \
-                        or not all(isinstance(r, str) for r in rubrics):
-                    raise ValueError(f"{where}: 'prompt_metadata.rubrics' must be a non-empty "
-                                     "list of strings")
-                name = str(row.get("benchmark_name") or "advancedif")
-                out.append(Example(
-                    id=f"advancedif-{path.stem}-{lineno}",
-                    messages=tuple({"role": m["role"], "content": m["content"]} for m in history),
-                    reference=tuple(rubrics),
-                    metadata={"category": name, "benchmark": name,
-                              "judge_py": str(folder / "judge.py")}))
+        for lineno, row in read_jsonl(path):
+            where = f"{path}:{lineno}"
+            history = json_value(row.get("conversation_history"), where,
+                                  "conversation_history")
+            if not isinstance(history, list) or not history or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str)
+                    and isinstance(m.get("content"), str) for m in history):
+                raise ValueError(f"{where}: 'conversation_history' must be a non-empty list "
+                                 "of {role, content} messages")
+            if history[-1]["role"] != "user":
+                raise ValueError(f"{where}: the conversation must end with a user turn")
+            meta = json_value(row.get("prompt_metadata"), where, "prompt_metadata")
+            rubrics = json_value((meta or {}).get("rubrics") if isinstance(meta, dict)
+                                  else None, where, "rubrics")
+            if not isinstance(rubrics, list) or not rubrics \
+                    or not all(isinstance(r, str) for r in rubrics):
+                raise ValueError(f"{where}: 'prompt_metadata.rubrics' must be a non-empty "
+                                 "list of strings")
+            name = str(row.get("benchmark_name") or "advancedif")
+            out.append(Example(
+                id=f"advancedif-{path.stem}-{lineno}",
+                messages=tuple({"role": m["role"], "content": m["content"]} for m in history),
+                reference=tuple(rubrics),
+                metadata={"category": name, "benchmark": name,
+                          "judge_py": str(folder / "judge.py")}))
     return out
 
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import json
 import random
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from tasks.base import Example, VerifierInfo
 from tasks.instruct import checkers
+from tasks.jsonio import json_value, read_jsonl
 
 K_MAX = 16  # constraint slots (rewards c1..c16); HIR prompts have 5-13 constraints
 BENCHMARK_FILES = {
@@ -46,22 +46,6 @@ def slot(k: int) -> str:
 def item_seed(key: Any) -> int:
     """A stable seed per item, for the arguments a checker would draw at random."""
     return int.from_bytes(hashlib.sha256(str(key).encode()).digest()[:4], "big")
-
-
-def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
-    if not path.is_file():
-        raise FileNotFoundError(f"missing file {path}")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object")
-            yield lineno, row
 
 
 def _check_instructions(where: str, ids: Any, kwargs: Any) -> None:
@@ -93,7 +77,7 @@ def load_benchmark(name: str, path: Path | None = None) -> list[Example]:
     """IFEval or IFBench items, in file order; ids ``<name>-<key>``."""
     path = path or benchmark_path(name)
     out = []
-    for lineno, row in _read_jsonl(path):
+    for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
         if not isinstance(row.get("prompt"), str) or "key" not in row:
             raise ValueError(f"{where}: expected 'key' and a string 'prompt'")
@@ -125,19 +109,14 @@ def load_hir(data_dir: Path | None) -> list[Example]:
                          "use the offline generator if-synth")
     path = Path(data_dir) / HIR_FILE
     out = []
-    for lineno, row in _read_jsonl(path):
+    for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
         if row.get("source") not in HIR_SOURCES:
             continue
         prompt = next((row[k] for k in _PROMPT_KEYS if isinstance(row.get(k), str)), None)
         if prompt is None:
             raise ValueError(f"{where}: no prompt (one of {', '.join(_PROMPT_KEYS)})")
-        truth = row.get("ground_truth")
-        if isinstance(truth, str):
-            try:
-                truth = json.loads(truth)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: 'ground_truth' is not valid JSON ({exc.msg})") from None
+        truth = json_value(row.get("ground_truth"), where, "ground_truth")
         if not isinstance(truth, dict):
             raise ValueError(f"{where}: 'ground_truth' must be an object")
         ids, kwargs = truth.get("instruction_id_list"), truth.get("kwargs")

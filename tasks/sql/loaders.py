@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Sequence
 
 from tasks.base import Example, VerifierInfo
-from tasks.sql.prompt import FORMAT_SPEC, build_messages
+from tasks.sql.layout import FORMAT_SPEC
+from tasks.sql.prompt import build_messages
 from tasks.sql.schema import schema_text
 
 

@@ -5,18 +5,7 @@ from __future__ import annotations
 import re
 
 from tasks.base import Example
-from tasks.sql.layout import (  # noqa: F401  (re-exported: the family's public names)
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    FORMAT_SPEC,
-    TAGS,
-    THINK_CLOSE,
-    THINK_OPEN,
-    ANSWER_RE,
-    count_statements,
-    extract_sql,
-    format_ok,
-)
+from tasks.sql.layout import ANSWER_RE, FORMAT_SPEC, TAGS, extract_sql
 
 SYSTEM_PROMPT = "You are an expert SQLite programmer. " + FORMAT_SPEC
 

@@ -11,7 +11,8 @@ from tasks import TASKS, TRAIN_SETS
 from tasks.sql import evaluate
 from tasks.sql.evaluate import SqlOptions
 from tasks.sql.loaders import load_split
-from tasks.sql.prompt import FORMAT_SPEC, count_statements, extract_sql, format_ok, spans
+from tasks.sql.layout import FORMAT_SPEC, count_statements, extract_sql, format_ok
+from tasks.sql.prompt import spans
 from tasks.sql.schema import schema_text
 
 
