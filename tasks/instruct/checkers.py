@@ -17,7 +17,8 @@ rebuild it with the prompt when it asks for one, and call ``check_following`` on
 (strict) or on any of its eight loose variants. Arguments a checker draws at random when absent
 come from a seeded generator, so verdicts are reproducible. A checker that needs NLTK data no
 registry ships (IFBench ``ratio:stop_words``, ``words:start_verb``) raises :class:`Unscorable`,
-unless the user's NLTK folders have that data.
+unless the user's NLTK folders have that data. Language detection (``langdetect``) is seeded,
+so language checks are deterministic.
 """
 from __future__ import annotations
 
@@ -100,6 +101,11 @@ def registry() -> Registry[Checker]:
     with _LOCK:
         if _REGISTRY is None:
             activate()  # refuse before importing checkers that would try to download
+            # language checks: langdetect draws from its own generator, seeded per detection
+            # from this class attribute; unseeded, the same text can get different languages
+            from langdetect import DetectorFactory
+
+            DetectorFactory.seed = 0
             with _offline_nltk():
                 reg: Registry[Checker] = Registry("instruction id")
                 for source, module in (("ifeval", _import_ifeval()),

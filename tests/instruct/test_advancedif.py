@@ -160,3 +160,15 @@ def test_missing_judge_and_bad_rows_are_clear_errors(data_dir, tmp_path):
     (data_dir / "advancedif" / "judge.py").unlink()
     with pytest.raises(FileNotFoundError, match="judge.py"):
         advancedif.load(data_dir)
+
+
+def test_a_local_model_can_judge(data_dir):
+    # a random 2-layer model answers gibberish: every item is a judge failure, scored as such
+    task = TASKS.get("advancedif").configured(TaskConfig(task="advancedif"))
+    examples = task.load_eval(data_dir)[:1]
+    local = judge.LocalJudge("tiny-random", max_tokens=8)
+    answers = local(["Return JSON."])
+    assert isinstance(answers[0], str)
+    assert not judge.parse(answers[0], examples[0].reference).success
+    with pytest.raises(FileNotFoundError, match="neither an http"):
+        judge.make_judge("/no/such/folder", "m", "", 8)

@@ -248,3 +248,30 @@ def test_score_command(tmp_path, capsys):
     assert cli_main(["score", "--task", "ifeval", "--predictions", str(preds)]) == 0
     out = capsys.readouterr().out
     assert "ifeval: 3 of 541 items scored" in out and "prompt_strict" in out
+
+
+def test_language_detection_is_deterministic():
+    text = "Hola amigo, bien"  # short and ambiguous: unseeded langdetect varies between runs
+    kwargs = {"language": "es"}
+    verdicts = {checkers.follows("language:response_language", kwargs, text) for _ in range(5)}
+    assert len(verdicts) == 1
+    from langdetect import DetectorFactory
+    assert DetectorFactory.seed == 0
+
+
+def test_nltk_data_is_prepared_reproducibly_and_required(tmp_path):
+    import subprocess
+    import sys
+
+    from tasks.instruct import nltk_data
+    a, b = nltk_data.prepare(tmp_path / "a"), nltk_data.prepare(tmp_path / "b")
+    for name in nltk_data.PUNKT_FILES:
+        rel = f"tokenizers/punkt_tab/english/{name}"
+        assert (a / rel).read_bytes() == (b / rel).read_bytes()
+    # a fresh process pointed at an empty folder refuses to run the checkers
+    code = ("from pathlib import Path; from tasks.instruct import nltk_data as n\n"
+            f"try:\n    n.activate(Path({str(tmp_path / 'empty')!r}))\n"
+            "except n.MissingNltkDataError as e:\n    print('refused:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "refused: NLTK's punkt_tab data is missing" in out.stdout
+    assert "python -m harness.assets" in out.stdout
