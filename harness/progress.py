@@ -16,7 +16,7 @@ class Bars:
 
     def step(self, metrics: dict) -> None:
         shown = [f"{k.split('/')[-1]} {v:.2f}" for k, v in metrics.items()
-                 if k.startswith("reward/")]
+                 if k.startswith("reward/") and v == v]  # NaN: a reward no prompt had
         shown.append(f"{metrics.get('time/step', 0.0):.1f} s/step")
         # Ray's tqdm has set_description but no set_postfix
         self.train.set_description(f"{self.label} train | {', '.join(shown)}")
