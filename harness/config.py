@@ -183,21 +183,23 @@ class Preset:
 
 
 PRESETS: Registry[Preset] = Registry("preset")
+# Paper Table 9 settings shared by the three task families (and the GDPO/ToolRL code's defaults)
+_PAPER_COMMON = {"lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
+                 "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16",
+                 "use_gpu": True}
 PRESETS.add("paper-tool", Preset(
     "paper-tool",
     "paper Table 9, tool calling: Qwen2.5-1.5B/3B-Instruct (pass --model FOLDER), RLLA, "
     "512 prompts x G=4, 100 steps, temperature 1.0, lr 1e-6, max response 1024",
     {"prompts_per_step": 512, "group_size": 4, "steps": 100, "temperature": 1.0, "top_p": 1.0,
-     "top_k": 0, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
-     "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
+     "top_k": 0, **_PAPER_COMMON},
 ))
 PRESETS.add("paper-sql", Preset(
     "paper-sql",
     "paper Table 9, text-to-SQL: Qwen2.5-Coder-3B/7B-Instruct (pass --model FOLDER), Spider "
     "train (--data-dir), 32 prompts x G=8, 100 steps, temperature 1.1, lr 1e-6, max response 1024",
     {"prompts_per_step": 32, "group_size": 8, "steps": 100, "temperature": 1.1, "top_p": 1.0,
-     "top_k": 0, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
-     "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
+     "top_k": 0, **_PAPER_COMMON},
 ))
 PRESETS.add("paper-if", Preset(
     "paper-if",
@@ -205,8 +207,7 @@ PRESETS.add("paper-if", Preset(
     "--model FOLDER), HIR-16K (--data-dir), 64 prompts x G=8, 300 steps, temperature 1.0, "
     "top-p 0.99, top-k 100, lr 1e-6, max response 1024",
     {"prompts_per_step": 64, "group_size": 8, "steps": 300, "temperature": 1.0, "top_p": 0.99,
-     "top_k": 100, "lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
-     "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16", "use_gpu": True},
+     "top_k": 100, **_PAPER_COMMON},
 ))
 PRESETS.add("smoke", Preset(
     "smoke",
