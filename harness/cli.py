@@ -47,13 +47,12 @@ def overrides_from(args: argparse.Namespace) -> dict:
 def validate(config: cfg.RunConfig) -> None:
     """Fail on unknown names before anything slow starts."""
     import methods
-    from harness.data import load_train
+    from harness.data import get_task, load_train
     from harness.plugins import load_plugins
-    from tasks import TASKS
 
     load_plugins(config.plugins)
 
-    TASKS.get(config.task.task).configured(config.task)
+    get_task(config)
     load_train(config)  # a missing or malformed data file fails here, before workers start
     method = methods.get(config.method.method)  # unknown names and bad compositions fail here
     config.method.options()
