@@ -73,34 +73,39 @@ TRAIN_SETS.add("if-synth", _train_set(
 HEADLINE = ("prompt_strict", "inst_strict", "prompt_loose", "inst_loose")
 
 
-def _if_task(name: str, what: str, options: IfOptions = IfOptions(),
-             judge: JudgeOptions = JudgeOptions()) -> Task:
-    if name == "advancedif":
-        load_eval = advancedif.load
-        score = lambda examples, responses: advancedif.score(examples, responses, judge)  # noqa: E731
-        headline: tuple[str, ...] = ("overall", "rubric")
-    elif name == "muldimif":
-        load_eval, score, headline = muldimif.load, muldimif.score, ("accuracy", "micro")
-    else:
-        load_eval, score, headline = (lambda data_dir: data.load_benchmark(name)), \
-            evaluate.score, HEADLINE
+def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, ...] = HEADLINE,
+             options: IfOptions = IfOptions(), judge: JudgeOptions = JudgeOptions()) -> Task:
+    """``score_with(judge options)`` gives the benchmark's scorer (only AdvancedIF's uses them)."""
     return Task(
         name=name, family=FAMILY, help=what, rewards=_rewards(options),
-        train_sets=TRAIN_SET_NAMES, load_eval=load_eval, score=score, headline=headline,
+        train_sets=TRAIN_SET_NAMES, load_eval=load_eval, score=score_with(judge),
+        headline=headline,
         reward_batch=lambda examples, responses: evaluate.reward_rows(examples, responses,
                                                                       options),
-        bind=lambda tc: _if_task(name, what, IfOptions.from_task_config(tc),
+        bind=lambda tc: _if_task(name, what, load_eval, score_with, headline,
+                                 IfOptions.from_task_config(tc),
                                  JudgeOptions.from_task_config(tc)),
     )
 
 
-TASKS.add("ifeval", _if_task("ifeval", "IFEval (541 prompts, 25 instruction ids), prompt- and "
-                                       "instruction-level accuracy, strict and loose"))
+def _wheel_benchmark(name: str, what: str) -> Task:
+    return _if_task(name, what, lambda data_dir: data.load_benchmark(name),
+                    lambda judge: evaluate.score)
+
+
+TASKS.add("ifeval", _wheel_benchmark("ifeval", "IFEval (541 prompts, 25 instruction ids), "
+                                               "prompt- and instruction-level accuracy, strict "
+                                               "and loose"))
+TASKS.add("ifbench", _wheel_benchmark("ifbench", "IFBench test (300 prompts, 58 instruction "
+                                                 "ids), prompt- and instruction-level, strict "
+                                                 "and loose"))
 TASKS.add("muldimif", _if_task(
     "muldimif", "MulDimIF test (1,200 prompts; a checkout of its repository at "
-    "DATA_DIR/muldimif: Data/test.json and the checkers in Code/evaluation), accuracy"))
+    "DATA_DIR/muldimif: Data/test.json and the checkers in Code/evaluation), accuracy",
+    muldimif.load, lambda judge: muldimif.score, ("accuracy", "micro")))
 TASKS.add("advancedif", _if_task(
     "advancedif", "AdvancedIF (rubric-judged; DATA_DIR/advancedif/*.jsonl and the release's "
-    "judge.py), overall and rubric pass rates; needs --judge"))
-TASKS.add("ifbench", _if_task("ifbench", "IFBench test (300 prompts, 58 instruction ids), "
-                                         "prompt- and instruction-level, strict and loose"))
+    "judge.py), overall and rubric pass rates; needs --judge",
+    advancedif.load,
+    lambda judge: lambda examples, responses: advancedif.score(examples, responses, judge),
+    ("overall", "rubric")))

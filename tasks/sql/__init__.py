@@ -40,9 +40,6 @@ def _rewards(options: SqlOptions) -> tuple[Reward, ...]:
                  for k, (name, h) in enumerate(zip(evaluate.REWARD_NAMES, helps)))
 
 
-REWARDS = _rewards(SqlOptions())
-
-
 def _train_set(name: str, help_text: str, needs_data_dir: bool,
                options: SqlOptions = SqlOptions()) -> TrainSet:
     def load(data_dir: Path | None, seed: int) -> list[Example]:
@@ -80,7 +77,7 @@ def _sql_task(name: str, splits: Sequence[str], what: str, headline: tuple[str, 
 
     return Task(
         name=name, family=FAMILY, help=what,
-        rewards=_rewards(options) if options != SqlOptions() else REWARDS,
+        rewards=_rewards(options),
         train_sets=("spider-mini-train", "spider") if offline else TRAIN_SET_NAMES,
         load_eval=load_eval,
         score=lambda examples, responses: evaluate.score(examples, responses, options),

@@ -30,7 +30,7 @@ class Length_Words:
 class Content_Keywords:
     def check(self, constraint, text):
         if "explode" in constraint:
-            raise RuntimeError("checker bug")
+            raise ValueError("checker bug on this text")
         word = re.search(r"'(\\w+)'", constraint).group(1)
         return word in text
 '''
