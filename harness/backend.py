@@ -17,11 +17,28 @@ from harness.config import RunConfig
 def _worker_entry(loop_config: dict) -> None:
     import torch
 
-    from harness.progress import ray_bars
+    from harness.console import quiet
+    from harness.console.progress import worker_reporter
     from harness.trainer import train_worker
 
+    quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
-    train_worker(RunConfig.from_dict(loop_config["config"]), progress_factory=ray_bars)
+    train_worker(RunConfig.from_dict(loop_config["config"]), reporter_factory=worker_reporter)
+
+
+def _sft_entry(loop_config: dict) -> None:
+    import torch
+
+    from harness.console import quiet
+    from harness.console.progress import worker_reporter
+    from harness.plugins import load_plugins
+    from harness.warmstart.sft import sft_worker
+
+    quiet.configure_process()
+    torch.set_num_threads(loop_config["threads"])
+    config = RunConfig.from_dict(loop_config["config"])
+    load_plugins(config.plugins)
+    sft_worker(config, loop_config["probe"], reporter_factory=worker_reporter)
 
 
 def start_ray(num_cpus: int | None = None) -> None:
@@ -32,21 +49,17 @@ def start_ray(num_cpus: int | None = None) -> None:
                  log_to_driver=True, configure_logging=True, logging_level="warning")
 
 
-def train_seed(config: RunConfig) -> Path:
-    """Train + evaluate one seed with Ray Train; returns the stored result's path."""
+def _fit(entry, config: RunConfig, **payload) -> None:
+    """One Ray Train fit of ``entry`` on the config's workers."""
     import ray.train
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from harness.plugins import load_plugins
-    from harness.results import result_path
-
-    load_plugins(config.plugins)  # the driver resolves result paths through the registries too
     t = config.training
     cpus = max(1, (os.cpu_count() or 1) // t.workers)
     storage = tempfile.mkdtemp(prefix="harness-ray-")
     trainer = TorchTrainer(
-        _worker_entry,
-        train_loop_config={"config": config.to_dict(), "threads": cpus},
+        entry,
+        train_loop_config={"config": config.to_dict(), "threads": cpus, **payload},
         scaling_config=ray.train.ScalingConfig(
             num_workers=t.workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": cpus}),
         torch_config=TorchConfig(backend="nccl" if t.use_gpu else "gloo"),
@@ -54,7 +67,34 @@ def train_seed(config: RunConfig) -> Path:
         run_config=ray.train.RunConfig(name=f"harness-{uuid.uuid4().hex[:12]}",
                                        storage_path=storage),
     )
-    trainer.fit()
+    from harness.console.progress import run_with_progress
+
+    run_with_progress(trainer.fit)
+
+
+def warm_start(config: RunConfig, probe_prompts: int = 0) -> Path:
+    """Train the run's warm start with Ray Train unless its folder is cached; its path."""
+    from harness.plugins import load_plugins
+    from harness.warmstart import cache
+
+    load_plugins(config.plugins)
+    path = cache.warm_start_folder(config)
+    if cache.is_complete(path):
+        return path
+    _fit(_sft_entry, config, probe=probe_prompts)
+    if not cache.is_complete(path):
+        raise RuntimeError(f"the warm start finished but {path} was not written; see the worker "
+                           "logs")
+    return path
+
+
+def train_seed(config: RunConfig) -> Path:
+    """Train + evaluate one seed with Ray Train; returns the stored result's path."""
+    from harness.plugins import load_plugins
+    from harness.results import result_path
+
+    load_plugins(config.plugins)  # the driver resolves result paths through the registries too
+    _fit(_worker_entry, config)
     path = result_path(config)
     if not path.is_file():
         raise RuntimeError(f"training finished but {path} was not written; see the worker logs")

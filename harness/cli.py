@@ -113,11 +113,52 @@ def cmd_run(args: argparse.Namespace) -> int:
         if config.model.model == assets.SMOLLM2_NAME:
             assets.prepare_smollm2()  # once, in the driver, before workers race for it
         start_ray()
+        if config.warmstart.warm_start:
+            from harness.backend import warm_start
+
+            print(f"warm start: {warm_start(config)}")
         for s in todo:
             path = train_seed(replace(config, seed=s))
             print(f"seed {s}: stored {path}")
     print()
     print(summary_table(config, seeds))
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    """Train (or find in the cache) the supervised warm start of a run's settings."""
+    import json
+    from dataclasses import replace
+
+    from harness import assets
+    from harness.backend import start_ray, warm_start
+    from harness.warmstart import cache
+
+    config = cfg.resolve(args.preset, {**overrides_from(args), "warm_start": True})
+    config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
+    validate(config)
+    path = cache.warm_start_folder(config)
+    if cache.is_complete(path) and args.force:
+        import shutil
+
+        shutil.rmtree(path)
+    if not cache.is_complete(path):
+        if config.model.model == assets.SMOLLM2_NAME:
+            assets.prepare_smollm2()
+        start_ray()
+        warm_start(config, args.probe)
+    info = json.loads((path / cache.MARKER).read_text())
+    hist = info["history"]
+    print(f"warm start: {path}")
+    print(f"  {info['demonstrations']} demonstrations, {len(hist)} steps, "
+          f"loss {hist[0]['loss']:.3f} -> {hist[-1]['loss']:.3f}, {info['seconds']:.0f} s")
+    if "probe" in info:
+        p = info["probe"]
+        rewards = ", ".join(f"{k.split('/')[-1]} {v:.2f}" for k, v in p.items()
+                            if k.startswith("reward/"))
+        print(f"  step-0 probe ({p['probe_prompts']} prompts x G={p['probe_group_size']}): "
+              f"format rate {p.get('format_rate', float('nan')):.2f}, groups with signal "
+              f"{p['groups_with_signal']:.2f}; {rewards}")
     return 0
 
 
@@ -198,6 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1")
     run.add_argument("--force", action="store_true", help="rerun seeds already stored")
     add_config_flags(run)
+    sft = sub.add_parser("sft", help="the supervised warm start of a run's settings (cached; "
+                                     "`run --warm-start` uses it)")
+    sft.add_argument("--preset", default="smoke-learn", help="starting preset (see `list`)")
+    sft.add_argument("--probe", type=int, default=0, metavar="PROMPTS",
+                     help="afterwards, sample G responses to this many training prompts and "
+                          "report the format rate and the share of groups with reward signal")
+    sft.add_argument("--force", action="store_true", help="retrain even if cached")
+    add_config_flags(sft)
     sub.add_parser("list", help="methods, tasks, training sets, presets")
     score = sub.add_parser("score", help="score stored generations; no model is loaded")
     score.add_argument("--task", required=True)
@@ -222,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "list": cmd_list, "score": cmd_score, "explain": cmd_explain,
+    handlers = {"run": cmd_run, "sft": cmd_sft, "list": cmd_list, "score": cmd_score, "explain": cmd_explain,
                 "bench": lambda a: a.bench_fn(a)}
     try:
         return handlers[args.command](args)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional
 
-from harness.registry import Registry
+from common.registry import Registry
 from methods.base import MethodOptions
 
 
@@ -114,8 +114,26 @@ class TaskConfig:
 
 
 @dataclass(frozen=True)
+class WarmStartConfig:
+    """A supervised warm start before RL (``harness sft``): the policy first imitates the
+    family's reference answers written in its response layout, so that a small model writes
+    the layout often enough for the rewards to vary within groups."""
+
+    warm_start: bool = opt(False, "before RL, fine-tune the model on the reference answers of "
+                                  "the run's training set, written in the family's response "
+                                  "layout; the model folder is cached under .cache/warm-start "
+                                  "by these settings and reused")
+    warm_start_steps: int = opt(24, "optimizer steps of the warm start")
+    warm_start_batch: int = opt(8, "demonstrations per warm-start optimizer step (all workers)")
+    warm_start_lr: float = opt(5e-5, "learning rate of the warm start (AdamW, constant)")
+    warm_start_seed: int = opt(0, "seed of the warm start's data and order; one warm start "
+                                  "serves every RL seed")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
+    warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     method: MethodConfig = field(default_factory=MethodConfig)
@@ -144,7 +162,7 @@ class RunConfig:
         return RunConfig(**kwargs)
 
 
-SECTION_TYPES = {"model": ModelConfig, "rollout": RolloutConfig, "training": TrainingConfig,
+SECTION_TYPES = {"model": ModelConfig, "warmstart": WarmStartConfig, "rollout": RolloutConfig, "training": TrainingConfig,
                  "method": MethodConfig, "task": TaskConfig}
 
 
@@ -217,6 +235,14 @@ PRESETS.add("smoke", Preset(
      "top_k": 0, "lr": 1e-5, "max_prompt_tokens": 1024, "max_response_tokens": 96,
      "eval_max_response_tokens": 128, "eval_limit": 20, "micro_batch_size": 4,
      "dtype": "float32", "use_gpu": False, "workers": 1},
+))
+
+
+PRESETS.add("smoke-learn", Preset(
+    "smoke-learn",
+    "the smoke setting after a supervised warm start (cached), so that the embedded model "
+    "writes the response layout often enough for rewards to vary within groups",
+    {**PRESETS.get("smoke").overrides, "warm_start": True},
 ))
 
 

@@ -99,8 +99,9 @@ def _skip_cpu_shm_build() -> None:
         module.build_shm_op = lambda: None
 
 
-def build_engine(config: RunConfig, mini_batch: int):
-    """(engine, ds_config) for the policy. ZeRO-3 partitions while loading."""
+def build_engine(config: RunConfig, mini_batch: int, source: str | None = None):
+    """(engine, ds_config) for the policy loaded from ``source`` (default: the config's model).
+    ZeRO-3 partitions while loading."""
     import deepspeed
 
     if not config.training.use_gpu:
@@ -114,7 +115,7 @@ def build_engine(config: RunConfig, mini_batch: int):
         from transformers.integrations import HfDeepSpeedConfig
 
         keep = HfDeepSpeedConfig(cfg)  # must live while the model is built: zero.Init
-    model = load_model(config.model.model, seed=config.seed,
+    model = load_model(source or config.model.model, seed=config.seed,
                        allow_download=config.model.allow_download, dtype=config.model.dtype)
     model.config.use_cache = False
     if config.training.gradient_checkpointing:

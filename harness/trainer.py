@@ -27,10 +27,12 @@ from harness.plugins import load_plugins
 from harness.replay import contrast as contrast_fn
 from harness.replay import known_rewards, replay_messages, response_hidden
 from harness.replay import relevance as relevance_fn
+from harness.warmstart.cache import policy_source
 from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
                              result_path)
 from harness.rollout import HFRollout, Rollout, with_response
 from methods import RolloutBatch
+from methods.stats import groups_with_signal
 from tasks.base import Example, Task
 
 
@@ -79,14 +81,15 @@ class Trainer:
             raise ValueError(f"each worker's {self.local_n} responses cannot be split into "
                              f"{t.ppo_mini_batches} mini-batches")
         torch.manual_seed(config.seed)
-        self.tokenizer = load_tokenizer(config.model.model, config.model.allow_download)
+        source = policy_source(config)  # the base model, or its cached warm start
+        self.tokenizer = load_tokenizer(source, config.model.allow_download)
         # the plain rollout copy is built before the ZeRO-3 scope so it is never partitioned
         device = eng.device(t.use_gpu)
-        plain = load_model(config.model.model, seed=config.seed,
+        plain = load_model(source, seed=config.seed,
                            allow_download=config.model.allow_download, dtype=config.model.dtype)
         self.rollout = HFRollout(plain.to(device), self.tokenizer, device)
         self.engine, self.ds_config = eng.build_engine(
-            config, self.local_n // t.ppo_mini_batches)
+            config, self.local_n // t.ppo_mini_batches, source)
         self.engine.train()
         self.sync_weights()  # rollouts must start from exactly the engine's weights
         # the initial policy (KL reference, OPSD's fixed teacher): copied after the sync
@@ -227,6 +230,7 @@ class Trainer:
             out[f"reward/{rw.name}"] = float(col.mean()) if col.numel() else float("nan")
             if rw.name == "format":
                 out["format_rate"] = float((col == rw.hi).float().mean()) if col.numel() else 0.0
+        out["groups_with_signal"] = groups_with_signal(batch.rewards, batch.group)
         return out
 
     def update(self, data: StepData) -> dict:
@@ -235,9 +239,16 @@ class Trainer:
         DeepSpeed averages micro-batch losses over gradient-accumulation steps and ranks. For
         ``token-mean`` each micro-batch's token sum is divided by the valid-token count of the
         whole mini-batch (all ranks) and multiplied back by steps x ranks, so the gradient is
-        the exact token mean however the mini-batch is split. The other modes average per
-        sequence, which equal-sized micro-batches already make exact. Logged losses are
-        per-micro-batch token means."""
+        the exact token mean however the mini-batch is split. The sequence modes divide by the
+        configured micro-batch size, which makes them exact too. Logged losses are
+        per-micro-batch token means.
+
+        When the loss is the policy gradient alone (no KL, no distillation), a response whose
+        advantage is 0 on every token adds exactly nothing to the gradient, so it gets no
+        forward or backward: the responses with signal are packed into as few micro-batches as
+        every rank needs, and the optimizer steps after the last one. A mini-batch without any
+        signal on any rank takes no optimizer step (``skipped_updates``): with a zero gradient
+        AdamW would only replay its momentum."""
         t = self.config.training
         mb = self.ds_config["train_micro_batch_size_per_gpu"]
         scale = self.ds_config["gradient_accumulation_steps"] * self.world
@@ -245,14 +256,34 @@ class Trainer:
         mini = n // t.ppo_mini_batches
         mask_all = data.rollout.response_mask
         agg = dict(max_len=self.config.rollout.max_response_tokens)
+        pg_only = data.ref_logp is None and data.teacher_hidden is None
         stats: dict[str, list[float]] = {}
+        skipped = stepped = forwarded = 0
         for _ in range(t.ppo_epochs):
             for m0 in range(0, n, mini):
                 if t.loss_agg == "token-mean":
                     local = int(mask_all[m0:m0 + mini].sum())
                     agg["total_tokens"] = max(1, sum(eng.all_gather_objects(local))) / scale
-                for s in range(m0, m0 + mini, mb):
-                    rows = list(range(s, min(s + mb, m0 + mini)))
+                rows_all = list(range(m0, m0 + mini))
+                if pg_only:
+                    live = (data.advantages[m0:m0 + mini] * mask_all[m0:m0 + mini]).abs() \
+                        .sum(dim=1) > 0
+                    active = [r for r, a in zip(rows_all, live.tolist()) if a]
+                    # every rank runs the same number of micro-batches (ZeRO-3 gathers
+                    # parameters collectively in each forward); a rank with fewer responses
+                    # with signal fills up with zero-advantage ones, which add nothing
+                    need = max(eng.all_gather_objects(-(-len(active) // mb)))
+                    rest = [r for r in rows_all if r not in set(active)]
+                    order = (active + rest)[:need * mb]
+                else:
+                    order = rows_all
+                chunks = [order[s:s + mb] for s in range(0, len(order), mb)]
+                if not chunks:
+                    skipped += 1
+                    continue
+                stepped += 1
+                for c, rows in enumerate(chunks):
+                    forwarded += len(rows)
                     logp, logits = sequence_logprobs(self.engine, data.rollout, rows,
                                                      self.config.rollout.temperature, True)
                     old = data.old_logp[rows] if data.old_logp is not None else logp.detach()
@@ -260,6 +291,8 @@ class Trainer:
                     loss, info = ppo_clip_loss(logp, old, data.advantages[rows], mask,
                                                t.clip_eps_low, t.clip_eps_high, t.loss_agg,
                                                **agg)
+                    if t.loss_agg != "token-mean":  # a mean over mb rows, however many ran
+                        loss = loss * len(rows) / mb
                     if data.ref_logp is not None:
                         kl = kl_penalty(logp, data.ref_logp[rows], t.kl_type)
                         loss = loss + t.kl_coef * aggregate(kl, mask, t.loss_agg, **agg)
@@ -272,6 +305,9 @@ class Trainer:
                                                o.replay_chunk).cpu()
                         loss = loss + o.opsd_coef * aggregate(gjsd, mask, t.loss_agg, **agg)
                         info["opsd"] = float(aggregate(gjsd.detach(), mask, "token-mean"))
+                    # the optimizer steps after this mini-batch's last micro-batch, however
+                    # many ran (DeepSpeed's own count assumes all of them)
+                    self.engine.set_gradient_accumulation_boundary(c == len(chunks) - 1)
                     self.engine.backward(loss)
                     self.engine.step()
                     info["loss"] = (info["pg_loss"] + t.kl_coef * info.get("kl", 0.0)
@@ -279,7 +315,11 @@ class Trainer:
                     for key, v in info.items():
                         stats.setdefault(key, []).append(v)
         out = {k: sum(v) / len(v) for k, v in stats.items()}
-        norm = self.engine.get_global_grad_norm()
+        if not stats:  # nothing ran: every advantage was 0, and so is the policy-gradient loss
+            out.update(loss=0.0, pg_loss=0.0)
+        out["skipped_updates"] = float(skipped)
+        out["update_rows"] = float(forwarded)
+        norm = self.engine.get_global_grad_norm() if stepped else None
         if norm is not None:
             out["grad_norm"] = float(norm)
         out["param_update_norm"] = self.sync_weights()  # the next rollout sees the new policy
@@ -308,10 +348,13 @@ class Trainer:
         return history
 
     # --- evaluation ----------------------------------------------------------------------
-    def evaluate(self, progress=None) -> tuple[list[Example], list[str]] | None:
+    def evaluate(self, reporter=None) -> tuple[list[Example], list[str]] | None:
         """Greedy responses to the benchmark, sharded over ranks; rank 0 gets all of them."""
         examples = load_eval(self.task, self.config)
         mine = examples[self.rank::self.world]
+        if reporter is not None:
+            reporter.begin_eval(len(mine))
+        progress = reporter.eval if reporter is not None else None
         r = self.config.rollout
         texts = self.rollout.generate_eval(mine, r.eval_max_response_tokens, r.eval_batch_size,
                                            progress)
@@ -364,18 +407,23 @@ def store_result(config: RunConfig, examples: list[Example], responses: list[str
     return path
 
 
-def train_worker(config: RunConfig, progress_factory=None) -> Path | None:
-    """Train and evaluate one seed on this rank; rank 0 stores and returns the result path."""
+def train_worker(config: RunConfig, reporter_factory=None) -> Path | None:
+    """Train and evaluate one seed on this rank; rank 0 stores and returns the result path.
+    ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console)."""
     start = time.perf_counter()
     trainer = Trainer(config)
     # the log grows in a .partial file that store_result renames: a killed run never leaves a
     # new log beside an old result
     log = partial_log_path(config) if trainer.rank == 0 else None
-    bars = progress_factory(config) if (progress_factory and trainer.rank == 0) else None
-    history = trainer.train(log, bars.step if bars else None)
-    evaluated = trainer.evaluate(bars.eval if bars else None)
-    if bars:
-        bars.close()
+    reporter = None
+    if reporter_factory is not None and trainer.rank == 0:
+        reporter = reporter_factory(f"{config.method.method} seed {config.seed}",
+                                    config.training.steps)
+        reporter.begin_train()
+    history = trainer.train(log, reporter.step if reporter else None)
+    evaluated = trainer.evaluate(reporter)
+    if reporter is not None:
+        reporter.close()
     if evaluated is None:
         return None
     examples, responses = evaluated

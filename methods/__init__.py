@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.registry import Registry
+from common.registry import Registry
 from methods.base import AdvantageOutput, Method, MethodOptions, Parts
 from methods.batch import RolloutBatch
 

@@ -117,3 +117,26 @@ def whiten(
 def broadcast(per_response: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """[N] per-response values -> [N, T] on valid tokens, 0 elsewhere."""
     return per_response[:, None].to(torch.float32) * mask.to(torch.float32)
+
+
+def groups_with_signal(rewards: torch.Tensor, group: torch.Tensor) -> float:
+    """Share of prompt groups in which some reward takes two different (non-NaN) values, i.e.
+    whose group-normalised advantage is non-zero for some reward.
+
+    Args:
+        rewards: [N, K] float, NaN where absent.
+        group: [N] group ids.
+    Returns: a float in [0, 1] (0 for an empty batch).
+    """
+    ids = torch.unique(group)
+    if ids.numel() == 0:
+        return 0.0
+    hits = 0
+    for g in ids:
+        rows = rewards[group == g]
+        for k in range(rows.shape[1]):
+            col = rows[:, k][~torch.isnan(rows[:, k])]
+            if col.numel() >= 2 and bool((col != col[0]).any()):
+                hits += 1
+                break
+    return hits / ids.numel()

@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 import torch
 
-from harness.registry import Registry
+from common.registry import Registry
 from methods.base import MethodOptions
 from methods.batch import RolloutBatch
 

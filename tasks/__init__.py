@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from harness.registry import Registry
+from common.registry import Registry
 from tasks.base import Example, Reward, Task, TrainSet, VerifierInfo
 
 TASKS: Registry[Task] = Registry("task")

@@ -83,6 +83,9 @@ class TrainSet:
     needs_data_dir: bool = False
     # bind(task_config) -> TrainSet with the run's family options applied (e.g. SQL prompts)
     bind: Optional[Callable[[Any], "TrainSet"]] = None
+    # demonstration(example) -> the reference answer written in the family's response layout,
+    # for the supervised warm start (None: this set has no reference answers to imitate)
+    demonstration: Optional[Callable[[Example], str]] = None
 
     def configured(self, task_config: Any) -> "TrainSet":
         """This training set under a run's ``TaskConfig`` (itself when it has no options)."""

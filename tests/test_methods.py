@@ -151,3 +151,17 @@ def test_whiten_keep_drops_responses():
     out = whiten(S, m, "token", 1e-8, keep=torch.tensor([True, True, False]))
     assert torch.all(out[2] == 0)
     assert abs(float(out[:2].mean())) < 1e-6
+
+
+def test_groups_with_signal_counts_groups_whose_rewards_differ():
+    from methods.stats import groups_with_signal
+
+    nan = float("nan")
+    rewards = torch.tensor([[0., 1.], [0., 1.],      # group 0: flat on both rewards
+                            [0., 1.], [1., 1.],      # group 1: reward 0 differs
+                            [nan, 2.], [nan, 3.],    # group 2: reward 1 differs, reward 0 absent
+                            [1., nan], [nan, 0.]])   # group 3: one value per reward: no signal
+    group = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    assert groups_with_signal(rewards, group) == 0.5
+    assert groups_with_signal(rewards[:2], group[:2]) == 0.0
+    assert groups_with_signal(torch.zeros(0, 2), torch.zeros(0, dtype=torch.long)) == 0.0

@@ -130,3 +130,36 @@ def test_sql_and_instruction_tasks_train_a_step(tmp_path, process_group, task, m
     assert any(not math.isnan(metrics[f"reward/{n}"]) for n in names)
     if task.startswith("if"):
         assert names[0] == "c1" and len(names) == 16
+
+
+@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean"])
+def test_zero_advantage_responses_are_skipped_exactly(tmp_path, process_group, loss_agg):
+    """Responses whose advantage is 0 everywhere get no forward/backward, and the update equals
+    the one that runs them all (forced here by a zero-weight KL term, which keeps every row)."""
+    from harness.trainer import Trainer
+
+    config = resolve("smoke", {**TINY, "task": "toy", "plugins": (TOY,), "steps": 1,
+                               "micro_batch_size": 2, "loss_agg": loss_agg,
+                               "results_dir": str(tmp_path)})
+    a, b = Trainer(config), Trainer(config)
+    data, _ = a.collect(0)
+    adv = torch.zeros_like(data.advantages)
+    adv[1], adv[6] = 1.5, -0.5  # two live rows, packed into one micro-batch of 2
+    data.advantages = adv
+    out_a = a.update(data)
+    assert out_a["update_rows"] == 2 and out_a["skipped_updates"] == 0
+    full = replace(data, ref_logp=torch.zeros_like(data.advantages))
+    b.config = replace(config, training=replace(config.training, kl_coef=0.0))
+    out_b = b.update(full)
+    assert out_b["update_rows"] == 8
+    pa, pb = dict(a.rollout.model.named_parameters()), dict(b.rollout.model.named_parameters())
+    assert out_a["param_update_norm"] > 0
+    assert out_a["grad_norm"] == pytest.approx(out_b["grad_norm"], rel=1e-6)
+    # Adam's first step is ~lr * sign(g), so float rounding of near-zero gradients shows at
+    # ~1e-5 with lr 1e-2; a wrong gradient would move parameters by ~lr
+    assert all(torch.allclose(pa[n], pb[n], atol=1e-4) for n in pa)
+    # no signal anywhere: no forward, no optimizer step, no parameter change
+    data.advantages = torch.zeros_like(adv)
+    out = a.update(data)
+    assert out["skipped_updates"] == 1 and out["update_rows"] == 0
+    assert out["param_update_norm"] == 0.0

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from harness.registry import Registry
+from common.registry import Registry
 from tasks.instruct.nltk_data import activate
 
 SOURCES = ("ifeval", "ifbench")

@@ -21,6 +21,7 @@ from tasks import TASKS, TRAIN_SETS
 from tasks.base import Example, Reward, Task, TrainSet
 from tasks.sql import evaluate, mini
 from tasks.sql.evaluate import SqlOptions
+from tasks.sql.layout import demonstration
 from tasks.sql.loaders import load_split
 from tasks.sql.prompt import spans
 
@@ -49,7 +50,7 @@ def _train_set(name: str, help_text: str, needs_data_dir: bool,
                           benchmark="spider-mini-train")
 
     return TrainSet(name=name, family=FAMILY, help=help_text, load=load,
-                    needs_data_dir=needs_data_dir,
+                    needs_data_dir=needs_data_dir, demonstration=demonstration,
                     bind=lambda tc: _train_set(name, help_text, needs_data_dir,
                                                SqlOptions.from_task_config(tc)))
 

@@ -87,3 +87,38 @@ def format_ok(response: str) -> bool:
         return False
     outside = _SQL_BLOCK.sub("", m.group("answer")).strip()
     return not outside and count_statements(blocks[0]) == 1
+
+
+def render_answer(think: str, sql: str) -> str:
+    """A response in the layout of FORMAT_SPEC (what ``format_ok`` accepts)."""
+    return f"{THINK_OPEN} {think.strip()} {THINK_CLOSE}\n{ANSWER_OPEN}\n```sql\n{sql.strip()}\n```" \
+           f"\n{ANSWER_CLOSE}"
+
+
+def tables_of(sql: str) -> list[str]:
+    """The table names a query reads, in order of first use ([] when it cannot be parsed)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except (SqlglotError, ValueError):
+        return []
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = [t.name for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes]
+    return list(dict.fromkeys(names))
+
+
+def demonstration(example) -> str:
+    """The gold query of a training example in the answer layout, for the supervised warm
+    start. The reasoning line is short and true of the query: which tables it reads."""
+    sql = example.reference.strip().rstrip(";").strip()
+    tables = tables_of(sql)
+    if len(tables) == 1:
+        think = f"The question is answered from the {tables[0]} table."
+    elif tables:
+        think = f"The question needs the {', '.join(tables[:-1])} and {tables[-1]} tables."
+    else:
+        think = "I will write one query that answers the question."
+    return render_answer(think, sql)

@@ -38,13 +38,21 @@ def _load_synth(data_dir: Path | None, seed: int) -> list[Example]:
     return generate(SYNTH_SIZE, seed)
 
 
+def _demonstration(example: Example) -> str:
+    """The gold output is already written in the layout (RLLA's ground truth, or the
+    generator's think + tool_call rendering)."""
+    return example.reference
+
+
 TRAIN_SETS.add("rlla", TrainSet(
     name="rlla", family=FAMILY, needs_data_dir=True, load=_load_rlla,
+    demonstration=_demonstration,
     help="RLLA (ToolRL) train split, 3,920 prompts, read from DATA_DIR "
     "(train.parquet from ToolRL's dataset/rlla_4k).",
 ))
 TRAIN_SETS.add("tools-synth", TrainSet(
     name="tools-synth", family=FAMILY, needs_data_dir=False, load=_load_synth,
+    demonstration=_demonstration,
     help=f"Offline generator of RLLA-format tool calls ({SYNTH_SIZE} per seed): single, "
     "multiple, parallel and parallel-multiple calls over the built-in toolbox "
     "(tasks/tools/toolbox.py).",

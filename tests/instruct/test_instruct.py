@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import main as cli_main
 from harness.config import TaskConfig
-from harness.registry import UnknownNameError
+from common.registry import UnknownNameError
 from harness.replay import replay_messages
 from tasks import TASKS, TRAIN_SETS
 from tasks.instruct import checkers, data, evaluate

@@ -1,0 +1,168 @@
+"""The supervised warm start, on the same DeepSpeed engine as RL.
+
+``sft_worker(config)`` runs on every rank (a Ray Train worker, or the single test process):
+token-mean cross-entropy on the demonstrations' response tokens only, ``warm_start_steps``
+optimizer steps of ``warm_start_batch`` demonstrations (split over ranks and micro-batches so the
+gradient is the exact token mean of the whole batch), then rank 0 saves a plain HF folder with
+the tokenizer and chat template, atomically. Optionally it then measures what RL's first step
+will see: the format rate and the share of prompt groups whose rewards differ.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from harness import engine as eng
+from harness.config import RunConfig, apply_overrides
+from harness.data import PromptSampler, get_task, load_eval
+from harness.loss import token_logprobs
+from harness.models import load_model, load_tokenizer
+from harness.rollout import HFRollout, with_response
+from harness.warmstart import cache
+from harness.warmstart.data import (batch, benchmark_overlap, content_hash, demonstrations,
+                                    encode)
+
+
+def check_no_benchmark_items(config: RunConfig, demos) -> None:
+    overlap = benchmark_overlap(demos, load_eval(get_task(config), replace(
+        config, task=replace(config.task, eval_limit=0))))
+    if overlap:
+        raise ValueError(f"{len(overlap)} warm-start demonstrations are benchmark items of "
+                         f"{config.task.task!r} (e.g. {overlap[:3]}); refusing to train on them")
+
+
+def sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens: float) -> tuple[torch.Tensor, int]:
+    """Sum of the target tokens' negative log-likelihood divided by ``total_tokens`` (the
+    optimizer batch's target-token count, so micro-batches add up to the batch's token mean).
+
+    Shapes: prompts [B, P], targets [B, T]. Returns (loss, target tokens in this micro-batch)."""
+    ids, attn, pos = with_response(p_ids, p_mask, t_ids, t_mask)
+    device = next(model.parameters()).device
+    t = t_ids.shape[1]
+    out = model(input_ids=ids.to(device), attention_mask=attn.to(device),
+                position_ids=pos.to(device), logits_to_keep=t + 1, use_cache=False)
+    logp = token_logprobs(out.logits[:, :-1], t_ids.to(device))
+    mask = t_mask.to(device).bool()
+    nll = -torch.where(mask, logp, torch.zeros_like(logp)).sum()
+    return nll / total_tokens, int(mask.sum())
+
+
+def signal_probe(config: RunConfig, rollout: HFRollout, prompts: int) -> dict:
+    """What RL's first step will see on the training set: format rate and the share of groups
+    with a non-zero advantage for some reward (G samples each of ``prompts`` prompts)."""
+    from harness.data import load_train
+    from methods.stats import groups_with_signal
+
+    task = get_task(config)
+    examples = load_train(config)[:prompts]
+    r = config.rollout
+    ro = rollout.generate(examples, r.group_size, r.max_response_tokens, r.temperature, r.top_p,
+                          r.top_k, seed=config.seed)
+    rewards = torch.tensor(task.compute_rewards([examples[i] for i in ro.example_index],
+                                                ro.texts), dtype=torch.float32)
+    names = [rw.name for rw in task.rewards]
+    out = {"probe_prompts": len(examples), "probe_group_size": r.group_size,
+           "groups_with_signal": groups_with_signal(rewards, torch.tensor(ro.example_index))}
+    for k, rw in enumerate(task.rewards):
+        col = rewards[:, k][~torch.isnan(rewards[:, k])]
+        out[f"reward/{rw.name}"] = float(col.mean()) if col.numel() else float("nan")
+        if rw.name == "format":
+            out["format_rate"] = float((col == rw.hi).float().mean()) if col.numel() else 0.0
+    out["reward_names"] = names
+    return out
+
+
+def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None
+               ) -> Path | None:
+    """Train the warm start on this rank; rank 0 saves the folder and returns its path.
+    ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console)."""
+    start = time.perf_counter()
+    w = config.warmstart
+    rank, world = eng.rank(), eng.world_size()
+    if w.warm_start_batch % world:
+        raise ValueError(f"--warm-start-batch ({w.warm_start_batch}) must be divisible by the "
+                         f"number of workers ({world})")
+    demos = demonstrations(config)
+    data_hash = content_hash(demos)
+    target = cache.folder(config, data_hash)
+    base = config.model.model
+    tokenizer = load_tokenizer(base, config.model.allow_download)
+    pairs = encode(tokenizer, demos, config.rollout.max_prompt_tokens)
+    torch.manual_seed(w.warm_start_seed)
+    device = eng.device(config.training.use_gpu)
+    # the plain copy (for saving and the probe) is built before the ZeRO-3 scope
+    plain = load_model(base, seed=w.warm_start_seed, allow_download=config.model.allow_download,
+                       dtype=config.model.dtype).to(device)
+    local = w.warm_start_batch // world
+    engine, ds = eng.build_engine(apply_overrides(config, {"lr": w.warm_start_lr,
+                                                           "seed": w.warm_start_seed}), local)
+    engine.train()
+    mb, scale = ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"] * world
+    sampler = PromptSampler(len(pairs), w.warm_start_seed)
+    history = []
+    reporter = None
+    if reporter_factory is not None and rank == 0:
+        reporter = reporter_factory("warm start", w.warm_start_steps)
+        reporter.send(("start", "warm start", f"step 0/{w.warm_start_steps} "
+                                              f"({len(pairs)} demonstrations)"))
+    for step in range(w.warm_start_steps):
+        t0 = time.perf_counter()
+        chosen = sampler.next(w.warm_start_batch)
+        mine = [pairs[i] for i in chosen[rank::world]]
+        tokens = sum(eng.all_gather_objects(sum(len(t) for _, t in mine)))
+        loss_sum = 0.0
+        for s in range(0, local, mb):
+            loss, _ = sft_loss(engine, *batch(mine[s:s + mb], tokenizer.pad_token_id),
+                               total_tokens=tokens / scale)
+            engine.backward(loss)
+            engine.step()
+            loss_sum += float(loss.detach()) / scale
+        record = {"step": step + 1, "loss": sum(eng.all_gather_objects(loss_sum)),
+                  "tokens": tokens, "time": time.perf_counter() - t0}
+        history.append(record)
+        if reporter is not None:
+            reporter.sft_step(record)
+    with eng.gathered_parameters(engine.module) as named:
+        if rank == 0:
+            HFRollout(plain, tokenizer, device).load_weights(named)
+    result = None
+    if rank == 0:
+        result = save(plain, tokenizer, target, {
+            "key": cache.key_fields(config, data_hash), "history": history,
+            "demonstrations": len(pairs), "seconds": time.perf_counter() - start})
+    if probe_prompts and rank == 0:
+        if reporter is not None:
+            reporter.send(("start", "warm start probe",
+                           f"{probe_prompts} prompts x G={config.rollout.group_size}"))
+        probe = signal_probe(replace(config, seed=w.warm_start_seed),
+                             HFRollout(plain, tokenizer, device), probe_prompts)
+        info = json.loads((target / cache.MARKER).read_text())
+        info["probe"] = probe
+        (target / cache.MARKER).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+    if reporter is not None:
+        reporter.close()
+    return result
+
+
+def save(model, tokenizer, target: Path, info: dict) -> Path:
+    """Write the folder beside its final place, then rename it there; the marker last."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if target.exists():  # an incomplete earlier attempt (no marker): replace it
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    (target / cache.MARKER).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+    return target
