@@ -44,9 +44,14 @@ def _sft_entry(loop_config: dict) -> None:
 def start_ray(num_cpus: int | None = None) -> None:
     import ray
 
+    from harness.console import quiet
+
+    quiet.configure_process()
     if not ray.is_initialized():
+        # workers' and Ray's actors' output goes to Ray's log files only; progress comes
+        # through harness.console.progress and failures through fit's exception
         ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                 log_to_driver=True, configure_logging=True, logging_level="warning")
+                 log_to_driver=False, configure_logging=True, logging_level="warning")
 
 
 def _fit(entry, config: RunConfig, **payload) -> None:
@@ -68,8 +73,13 @@ def _fit(entry, config: RunConfig, **payload) -> None:
                                        storage_path=storage),
     )
     from harness.console.progress import run_with_progress
+    from harness.console.quiet import ray_log_hint
 
-    run_with_progress(trainer.fit)
+    try:
+        run_with_progress(trainer.fit)
+    except Exception as exc:
+        raise RuntimeError(f"the Ray Train run failed: {exc}\n(the workers' own output is in "
+                           f"{ray_log_hint()})") from exc
 
 
 def warm_start(config: RunConfig, probe_prompts: int = 0) -> Path:

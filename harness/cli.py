@@ -83,6 +83,42 @@ def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
     return render([(config.method.method, data)], [*columns, "s/step"], title)
 
 
+def training_rewards(config: cfg.RunConfig, seeds: list[int]) -> str:
+    """Each reward's training mean at the first and the last step (mean over seeds), from the
+    stored per-step logs; empty when no seed has steps."""
+    import json
+    import math
+    from dataclasses import replace
+
+    from harness.results import result_path
+
+    logs = []
+    for s in seeds:
+        path = result_path(replace(config, seed=s)).with_suffix(".train.jsonl")
+        rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] \
+            if path.is_file() else []
+        if rows:
+            logs.append((rows[0], rows[-1]))
+    if not logs:
+        return ""
+    keys = [k for k in logs[0][0] if k.startswith("reward/")] + ["format_rate",
+                                                                  "groups_with_signal"]
+
+    def mean(values):
+        values = [v for v in values if v is not None and not math.isnan(v)]
+        return sum(values) / len(values) if values else float("nan")
+
+    steps = sorted({int(last["step"]) for _, last in logs})
+    out = [f"training rewards, step 1 -> step {'/'.join(map(str, steps))} "
+           f"(mean over {len(logs)} seed{'s' * (len(logs) > 1)}):"]
+    for k in keys:
+        first, last = mean([a.get(k) for a, _ in logs]), mean([b.get(k) for _, b in logs])
+        if math.isnan(first) and math.isnan(last):
+            continue
+        out.append(f"  {k.split('/')[-1]:<20} {first:7.2f} -> {last:7.2f}")
+    return "\n".join(out)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -121,6 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             path = train_seed(replace(config, seed=s))
             print(f"seed {s}: stored {path}")
     print()
+    rewards = training_rewards(config, seeds)
+    if rewards:
+        print(rewards)
+        print()
     print(summary_table(config, seeds))
     return 0
 

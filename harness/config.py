@@ -63,6 +63,10 @@ class TrainingConfig:
     gradient_checkpointing: bool = opt(True, "recompute activations in backward: ~1/3 more "
                                              "compute, activation memory per layer boundary "
                                              "only", identity=False)
+    pack_prompts: bool = opt(True, "loss forwards compute each group's shared prompt once, "
+                                   "packed with its responses (same log-probs, ~G times fewer "
+                                   "prompt FLOPs); off: one [prompt | response] row each",
+                             identity=False)
     workers: int = opt(1, "Ray Train workers (data parallel ranks)", identity=False)
     use_gpu: bool = opt(False, "one GPU per worker (nccl) instead of CPU (gloo)", identity=False)
     zero_stage: int = opt(3, "DeepSpeed ZeRO stage of the policy engine (0-3)", identity=False)
@@ -234,7 +238,7 @@ PRESETS.add("smoke", Preset(
     {"prompts_per_step": 2, "group_size": 4, "steps": 4, "temperature": 1.0, "top_p": 1.0,
      "top_k": 0, "lr": 1e-5, "max_prompt_tokens": 1024, "max_response_tokens": 96,
      "eval_max_response_tokens": 128, "eval_limit": 20, "micro_batch_size": 4,
-     "dtype": "float32", "use_gpu": False, "workers": 1},
+     "dtype": "float32", "use_gpu": False, "workers": 1, "gradient_checkpointing": False},
 ))
 
 

@@ -111,8 +111,12 @@ class HFRollout:
         greedy: bool = False,
         seed: int | None = None,
         prompt_ids: list[list[int]] | None = None,
+        share_prefill: bool = True,
     ) -> Rollout:
-        """``n`` responses per example, all in one ``generate`` call."""
+        """``n`` responses per example, all in one ``generate`` call.
+
+        ``share_prefill`` (n > 1): each prompt's key/value cache is computed once and repeated
+        for its n samples, instead of n identical prefills (same distributions)."""
         ids = prompt_ids if prompt_ids is not None else self.encode(examples)
         rows = [i for i in range(len(examples)) for _ in range(n)]
         pad = self.tokenizer.pad_token_id
@@ -124,6 +128,9 @@ class HFRollout:
         else:
             # top_k=0 switches top-k off; None would fall back to the config's default of 50
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k)
+        if n > 1 and share_prefill and min(len(ids[i]) for i in range(len(examples))) > 1:
+            kwargs["past_key_values"] = self._shared_prefill([ids[i] for i in range(len(examples))],
+                                                             n, width, pad)
         if seed is not None:
             torch.manual_seed(seed)
         out = self.model.generate(
@@ -136,6 +143,22 @@ class HFRollout:
         texts = self.tokenizer.batch_decode(resp * mask + pad * (1 - mask),
                                             skip_special_tokens=True)
         return Rollout(p_ids, p_mask, resp, mask, texts, rows)
+
+    def _shared_prefill(self, prompts: list[list[int]], n: int, width: int, pad: int):
+        """The cache of every prompt but its last token (generate computes that one and samples
+        from its logits), computed once per prompt and repeated for the n samples."""
+        from transformers import DynamicCache
+
+        u_ids, u_mask = left_pad(prompts, pad)
+        if u_ids.shape[1] != width:  # same left-padding as the repeated rows
+            raise RuntimeError("internal: prompt widths differ between prefill and generate")
+        ids, mask = u_ids[:, :-1].to(self.device), u_mask[:, :-1].to(self.device)
+        cache = DynamicCache(config=self.model.config)
+        self.model(input_ids=ids, attention_mask=mask,
+                   position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0), past_key_values=cache,
+                   use_cache=True, logits_to_keep=1)
+        cache.batch_repeat_interleave(n)
+        return cache
 
     def generate_eval(self, examples: Sequence[Example], max_new_tokens: int,
                       batch_size: int, progress=None) -> list[str]:

@@ -28,7 +28,8 @@ REWARDS = (
 )
 if "toy" not in TASKS:
     TRAIN_SETS.add("toy-train", TrainSet("toy-train", "toy", "20 counting prompts",
-                                         lambda data_dir, seed: [_example(i) for i in range(20)]))
+                                         lambda data_dir, seed: [_example(i) for i in range(20)],
+                                         demonstration=lambda ex: f"{ex.reference} done"))
     TASKS.add("toy", Task("toy", "toy", "a test task", REWARDS, ("toy-train",),
                           lambda data_dir: [_example(i) for i in range(100, 112)], _score,
                           ("even_rate",)))

@@ -1,0 +1,33 @@
+"""``python -m harness bench``: measurements, not tests. Each prints what it ran; the suite's
+newer benches also write a report with the machine under ``results/bench/``.
+
+- ``bench step`` (``step.py``): one training step split into phases for several methods on the
+  same batch, with ratios to GDPO.
+- ``bench replay`` (``replay.py``): peak memory and time of the replay distance vs chunk size.
+- ``bench steps`` (``stored.py``): step-time ratios of stored runs.
+- ``bench sql`` (``sql.py``): text-to-SQL reward throughput vs worker processes.
+"""
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    from harness.bench import replay, sql, step, stored
+
+    bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
+    which = bench.add_subparsers(dest="bench", required=True)
+    step.add_parser(which)
+    rep = which.add_parser("replay", help="peak memory of the replay distance vs. chunk size")
+    rep.add_argument("--model", default="smollm2-135m-instruct")
+    rep.add_argument("--responses", type=int, default=4)
+    rep.add_argument("--tokens", type=int, default=512)
+    rep.add_argument("--chunks", default="512,128,32", help="comma-separated chunk sizes")
+    rep.set_defaults(bench_fn=replay.bench_replay)
+    steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")
+    steps.add_argument("runs", nargs="+", help="result folders (…/<setting>/)")
+    steps.set_defaults(bench_fn=stored.bench_steps)
+    sq = which.add_parser("sql", help="text-to-SQL reward throughput on 1, 2, ... processes")
+    sq.add_argument("--task", default="spider-mini", help="a text-to-SQL task")
+    sq.add_argument("--data-dir", default=None)
+    sq.add_argument("--responses", type=int, default=4000)
+    sq.add_argument("--processes", default="1,2", help="comma-separated process counts")
+    sq.set_defaults(bench_fn=sql.bench_sql)

@@ -1,0 +1,51 @@
+"""Bench reports: the machine they ran on, a JSON file and a Markdown summary under
+``results/bench/``, written atomically."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+from harness.assets import PROJECT_ROOT
+
+BENCH_DIR = PROJECT_ROOT / "results" / "bench"
+
+
+def machine() -> dict:
+    """Cores, threads, torch and the device: what a bench number depends on."""
+    import torch
+
+    from harness.results import git_commit
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return {"cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "device": device, "platform": platform.platform(),
+            "python": platform.python_version(), "git_commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def machine_line(m: dict) -> str:
+    return (f"{m['cores']} cores, {m['torch_threads']} torch threads, torch {m['torch']}, "
+            f"{m['device']}, commit {m['git_commit']}, {m['date']}")
+
+
+def write(name: str, data: dict, markdown: str, folder: Path | None = None) -> tuple[Path, Path]:
+    """``<folder>/<name>.json`` and ``<name>.md``; returns both paths."""
+    from harness.results import atomic_write_json, atomic_write_text
+
+    folder = Path(folder or BENCH_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    js, md = folder / f"{name}.json", folder / f"{name}.md"
+    atomic_write_json(js, data)
+    atomic_write_text(md, markdown)
+    return js, md
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    def cell(v) -> str:
+        return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""The console of a run: progress lines only, no third-party noise, the table printed last."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.console.progress import Line, Reporter, play, step_text
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = str(ROOT / "tests" / "plugins" / "toy_task.py")
+NOISE = ("Failed to query Ray Train Controller actor state", "Token authentication",
+         "PreemptionWatcher", "FutureWarning", "DeprecationWarning", "Setting accelerator to CPU",
+         "RayTrainWorker pid=", "Loading weights", "it/s]")
+
+
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.text, self.tty = "", tty
+
+    def write(self, s: str) -> None:
+        self.text += s
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def _events() -> list[tuple]:
+    events: list[tuple] = []
+    rep = Reporter("gdpo seed 0", 3, events.append)
+    rep.begin_train()
+    for k in range(3):
+        rep.step({"reward/format": 0.25 * k, "reward/x": float("nan"), "groups_with_signal": 0.5,
+                  "time/step": 10.0})
+    rep.begin_eval(8)
+    rep.eval(4)
+    rep.eval(4)
+    rep.close()
+    return events
+
+
+def test_terminal_rewrites_one_line_per_phase():
+    stream = _Stream(tty=True)
+    play(Line(stream), _events())
+    lines = stream.text.split("\n")
+    assert len(lines) == 3 and lines[-1] == ""  # two finished phases, each ends its line
+    assert lines[0].endswith("gdpo seed 0 train: step 3/3 | format 0.50 | signal 0.50 | "
+                             "10.0 s/step")
+    assert lines[1].endswith("gdpo seed 0 eval: 8/8 items (rank 0's share)")
+    assert "\r\x1b[2K" in lines[0]
+
+
+def test_a_log_file_gets_sparse_plain_lines():
+    stream = _Stream(tty=False)
+    play(Line(stream, every=3600), _events())
+    assert "\r" not in stream.text and "\x1b" not in stream.text
+    # a start line and an end line per phase; updates in between are held back
+    assert stream.text.splitlines() == [
+        "gdpo seed 0 train: step 0/3",
+        "gdpo seed 0 train: step 3/3 | format 0.50 | signal 0.50 | 10.0 s/step",
+        "gdpo seed 0 eval: 0/8 items",
+        "gdpo seed 0 eval: 8/8 items (rank 0's share)"]
+
+
+def test_step_text_skips_absent_rewards():
+    assert step_text({"reward/a": float("nan"), "time/step": 2.0}, 1, 4) == "step 1/4 | 2.0 s/step"
+
+
+@pytest.mark.slow
+def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
+    """A warm-started tiny-random job through Ray Train, its whole output captured."""
+    cmd = [sys.executable, "-m", "harness", "run", "--preset", "smoke-learn", "--model",
+           "tiny-random", "--task", "toy", "--plugin", TOY, "--steps", "1",
+           "--prompts-per-step", "2", "--group-size", "2", "--max-response-tokens", "6",
+           "--eval-max-response-tokens", "4", "--eval-limit", "4", "--warm-start-steps", "2",
+           "--warm-start-batch", "2", "--results-dir", str(tmp_path)]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    for noise in NOISE:
+        assert noise not in text, (noise, text[-3000:])
+    lines = out.stdout.rstrip().splitlines()
+    assert any(line.startswith("warm start: step 2/2 | loss") for line in lines), text
+    assert any(line.startswith("gdpo seed 0 train: step 1/1") for line in lines), text
+    assert any(line.startswith("gdpo seed 0 eval: 4/4 items") for line in lines), text
+    # the table is the last thing printed: title, header, one row
+    assert lines[-3].startswith("toy | model tiny-random")
+    assert lines[-1].startswith("gdpo") and "even_rate" in lines[-2]
+    assert out.stderr.strip() == "", out.stderr[-3000:]
