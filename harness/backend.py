@@ -38,7 +38,8 @@ def _sft_entry(loop_config: dict) -> None:
     torch.set_num_threads(loop_config["threads"])
     config = RunConfig.from_dict(loop_config["config"])
     load_plugins(config.plugins)
-    sft_worker(config, loop_config["probe"], reporter_factory=worker_reporter)
+    sft_worker(config, loop_config["probe"], reporter_factory=worker_reporter,
+               probe_steps=tuple(loop_config["probe_steps"]))
 
 
 def start_ray(num_cpus: int | None = None) -> None:
@@ -82,7 +83,8 @@ def _fit(entry, config: RunConfig, **payload) -> None:
                            f"{ray_log_hint()})") from exc
 
 
-def warm_start(config: RunConfig, probe_prompts: int = 0) -> Path:
+def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int, ...] = ()
+               ) -> Path:
     """Train the run's warm start with Ray Train unless its folder is cached; its path."""
     from harness.plugins import load_plugins
     from harness.warmstart import cache
@@ -91,7 +93,11 @@ def warm_start(config: RunConfig, probe_prompts: int = 0) -> Path:
     path = cache.warm_start_folder(config)
     if cache.is_complete(path):
         return path
-    _fit(_sft_entry, config, probe=probe_prompts)
+    from harness.warmstart.data import demonstrations
+    from harness.warmstart.sft import check_no_benchmark_items
+
+    check_no_benchmark_items(config, demonstrations(config))  # before any worker starts
+    _fit(_sft_entry, config, probe=probe_prompts, probe_steps=list(probe_steps))
     if not cache.is_complete(path):
         raise RuntimeError(f"the warm start finished but {path} was not written; see the worker "
                            "logs")

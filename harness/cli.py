@@ -186,19 +186,19 @@ def cmd_sft(args: argparse.Namespace) -> int:
         if config.model.model == assets.SMOLLM2_NAME:
             assets.prepare_smollm2()
         start_ray()
-        warm_start(config, args.probe)
+        steps = tuple(int(x) for x in args.probe_steps.split(",") if x.strip())
+        warm_start(config, args.probe, steps)
     info = json.loads((path / cache.MARKER).read_text())
     hist = info["history"]
     print(f"warm start: {path}")
     print(f"  {info['demonstrations']} demonstrations, {len(hist)} steps, "
           f"loss {hist[0]['loss']:.3f} -> {hist[-1]['loss']:.3f}, {info['seconds']:.0f} s")
-    if "probe" in info:
-        p = info["probe"]
+    for p in info.get("probes", []):
         rewards = ", ".join(f"{k.split('/')[-1]} {v:.2f}" for k, v in p.items()
                             if k.startswith("reward/"))
-        print(f"  step-0 probe ({p['probe_prompts']} prompts x G={p['probe_group_size']}): "
-              f"format rate {p.get('format_rate', float('nan')):.2f}, groups with signal "
-              f"{p['groups_with_signal']:.2f}; {rewards}")
+        print(f"  probe after step {p['step']:>3} ({p['probe_prompts']} unseen prompts x "
+              f"G={p['probe_group_size']}): format rate {p.get('format_rate', float('nan')):.2f}"
+              f", groups with signal {p['groups_with_signal']:.2f}; {rewards}")
     return 0
 
 
@@ -285,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     sft.add_argument("--probe", type=int, default=0, metavar="PROMPTS",
                      help="afterwards, sample G responses to this many training prompts and "
                           "report the format rate and the share of groups with reward signal")
+    sft.add_argument("--probe-steps", default="", metavar="S1,S2",
+                     help="also probe after these steps (0: the base model), to choose the "
+                          "warm start's length")
     sft.add_argument("--force", action="store_true", help="retrain even if cached")
     add_config_flags(sft)
     sub.add_parser("list", help="methods, tasks, training sets, presets")

@@ -103,22 +103,37 @@ def _base_and_head(model):
 
 @torch.no_grad()
 def response_hidden(model, tokenizer, contexts: Sequence[list[dict]], response_ids: torch.Tensor,
-                    response_mask: torch.Tensor) -> torch.Tensor:
+                    response_mask: torch.Tensor, pack: bool = True) -> torch.Tensor:
     """[N, T, H] final hidden states whose next-token predictions are the response tokens.
 
     Row n reads ``contexts[n]`` (chat messages, rendered with the generation prompt) followed
-    by its response tokens; prompts are left-padded so every response ends at the last column.
+    by its response tokens. ``pack``: rows whose contexts are the same token sequence (the G
+    responses of one prompt under one replay context) share one forward of it
+    (harness.packed); states past a response's end are then 0. Otherwise prompts are
+    left-padded so every response ends at the last column.
     """
     base, _ = _base_and_head(model)
     texts = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
              for c in contexts]
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
     p_ids, p_mask = left_pad(ids, tokenizer.pad_token_id)
-    full, attn, pos = with_response(p_ids, p_mask, response_ids, response_mask)
     device = next(base.parameters()).device
+    t = response_ids.shape[1]
+    if pack:
+        from harness.packed import pack as pack_rows
+        from harness.packed import unpack_logits
+
+        dtype = next(base.parameters()).dtype
+        packed = pack_rows(p_ids, p_mask, response_ids, response_mask,
+                           [tuple(x) for x in ids], tokenizer.pad_token_id,
+                           dtype if dtype.is_floating_point else torch.float32)
+        hidden = base(input_ids=packed.ids.to(device), attention_mask=packed.mask.to(device),
+                      position_ids=packed.position_ids.to(device),
+                      use_cache=False).last_hidden_state
+        return unpack_logits(hidden[:, packed.keep.to(device)], packed, t)
+    full, attn, pos = with_response(p_ids, p_mask, response_ids, response_mask)
     hidden = base(input_ids=full.to(device), attention_mask=attn.to(device),
                   position_ids=pos.to(device), use_cache=False).last_hidden_state
-    t = response_ids.shape[1]
     return hidden[:, -t - 1:-1]  # position i predicts token i + 1
 
 

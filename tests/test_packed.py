@@ -68,3 +68,24 @@ def test_shared_prefill_samples_the_same_responses():
     assert torch.equal(a.prompt_ids, b.prompt_ids)
     assert torch.equal(a.response_ids, b.response_ids) and a.texts == b.texts
     assert len(set(a.texts)) > 1  # sampled, not one repeated answer
+
+
+def test_replay_hidden_states_are_the_same_packed():
+    """MRTPO / CoRT / OPSD replays pack rows that share a context; the states that predict
+    each response token are unchanged."""
+    from harness.models import load_model, load_tokenizer
+    from harness.replay import response_hidden
+    from tasks.tools.synth import generate
+
+    tok = load_tokenizer("tiny-random")
+    model = load_model("tiny-random", seed=4)
+    examples = generate(2, 0)
+    contexts = [list(examples[i].messages) for i in (0, 0, 0, 1, 1)]
+    ro = _rollout()
+    ids, mask = ro.response_ids[:5], ro.response_mask[:5]
+    a = response_hidden(model, tok, contexts, ids, mask, pack=False)
+    b = response_hidden(model, tok, contexts, ids, mask, pack=True)
+    valid = mask.bool()
+    assert a.shape == b.shape
+    assert torch.allclose(a[valid], b[valid], atol=1e-5)
+    assert (b[~valid] == 0).all()

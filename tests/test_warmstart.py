@@ -104,14 +104,15 @@ def test_sft_loss_decreases_and_folder_loads_back(tmp_path, process_group, monke
     monkeypatch.setattr(sft.cache, "folder", lambda config, data_hash: target)
     monkeypatch.setattr(cache, "warm_start_folder", lambda config, cache_dir=None: target)
     config = resolve("smoke-learn", {**TINY, "task": "bfcl", "results_dir": str(tmp_path)})
-    path = sft.sft_worker(config, probe_prompts=2)
+    path = sft.sft_worker(config, probe_prompts=2, probe_steps=(0, 4))
     assert path == target and cache.is_complete(target)
     info = json.loads((target / cache.MARKER).read_text())
     losses = [h["loss"] for h in info["history"]]
     assert len(losses) == 8 and all(math.isfinite(x) for x in losses)
     assert losses[-1] < 0.8 * losses[0]
     assert info["key"]["steps"] == 8 and info["demonstrations"] == 512
-    probe = info["probe"]
+    assert [p["step"] for p in info["probes"]] == [0, 4, 8]
+    probe = info["probes"][-1]
     assert 0.0 <= probe["groups_with_signal"] <= 1.0 and 0.0 <= probe["format_rate"] <= 1.0
     # the folder is a plain HF model with the base tokenizer and chat template
     base_tok, tok = load_tokenizer("tiny-random"), load_tokenizer(str(target))
@@ -126,3 +127,16 @@ def test_sft_loss_decreases_and_folder_loads_back(tmp_path, process_group, monke
     trainer = Trainer(replace(config, training=replace(config.training, steps=0)))
     got = dict(trainer.rollout.model.named_parameters())
     assert all(torch.equal(p, got[n]) for n, p in trained.named_parameters())
+
+
+def test_warm_start_refuses_benchmark_items_before_training(monkeypatch):
+    from harness.warmstart import sft
+    from tasks import TASKS
+
+    config = resolve("smoke-learn", {"task": "spider-mini"})
+    demos = demonstrations(config)
+    sft.check_no_benchmark_items(config, demos)  # the real data passes
+    dev = TASKS.get("spider-mini").load_eval(None)
+    leaked = [replace(demos[0], example=dev[3]), *demos[1:]]
+    with pytest.raises(ValueError, match="benchmark items"):
+        sft.check_no_benchmark_items(config, leaked)

@@ -27,6 +27,7 @@ class Line:
         self.phase: str | None = None
         self.text = ""
         self.last_print = 0.0
+        self.last_line = ""
 
     def start(self, phase: str, text: str = "") -> None:
         if self.phase is not None:
@@ -45,7 +46,7 @@ class Line:
             self.text = text
         if self.tty:
             self._write(f"\r\x1b[2K{self._line()}\n")
-        else:
+        elif self._line() != self.last_line:  # a log file: no repeat of the line just printed
             self._write(self._line() + "\n")
         self.phase = None
 
@@ -60,6 +61,8 @@ class Line:
             self.last_print = time.monotonic()
 
     def _write(self, text: str) -> None:
+        if not self.tty:
+            self.last_line = text.rstrip("\n")
         self.stream.write(text)
         self.stream.flush()
 

@@ -57,24 +57,25 @@ def content_hash(demos: Sequence[Demonstration]) -> str:
 
 
 def encode(tokenizer, demos: Sequence[Demonstration], max_prompt_tokens: int
-           ) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, target ids) per demonstration; the target ends with the end-of-turn token,
-    so the model learns to stop. Prompts longer than ``max_prompt_tokens`` are dropped, as RL
-    drops them."""
+           ) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
+    """(prompt ids, target ids) per demonstration, and the index in ``demos`` of each pair; the
+    target ends with the end-of-turn token, so the model learns to stop. Prompts longer than
+    ``max_prompt_tokens`` are dropped, as RL drops them."""
     from harness.rollout import render_prompt
 
-    out = []
-    for d in demos:
+    out, source = [], []
+    for k, d in enumerate(demos):
         prompt = tokenizer(render_prompt(tokenizer, d.example),
                            add_special_tokens=False)["input_ids"]
         if len(prompt) > max_prompt_tokens:
             continue
         target = tokenizer(d.target, add_special_tokens=False)["input_ids"]
         out.append((prompt, target + [tokenizer.eos_token_id]))
+        source.append(k)
     if not out:
         raise ValueError(f"every warm-start prompt is longer than --max-prompt-tokens "
                          f"({max_prompt_tokens})")
-    return out
+    return out, source
 
 
 def batch(pairs: Sequence[tuple[list[int], list[int]]], pad: int

@@ -54,14 +54,12 @@ def sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens: float) -> tuple[
     return nll / total_tokens, int(mask.sum())
 
 
-def signal_probe(config: RunConfig, rollout: HFRollout, prompts: int) -> dict:
+def signal_probe(config: RunConfig, rollout: HFRollout, examples) -> dict:
     """What RL's first step will see on the training set: format rate and the share of groups
-    with a non-zero advantage for some reward (G samples each of ``prompts`` prompts)."""
-    from harness.data import load_train
+    with a non-zero advantage for some reward (G samples of each example)."""
     from methods.stats import groups_with_signal
 
     task = get_task(config)
-    examples = load_train(config)[:prompts]
     r = config.rollout
     ro = rollout.generate(examples, r.group_size, r.max_response_tokens, r.temperature, r.top_p,
                           r.top_k, seed=config.seed)
@@ -79,9 +77,13 @@ def signal_probe(config: RunConfig, rollout: HFRollout, prompts: int) -> dict:
     return out
 
 
-def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None
-               ) -> Path | None:
+def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None,
+               probe_steps: tuple[int, ...] = ()) -> Path | None:
     """Train the warm start on this rank; rank 0 saves the folder and returns its path.
+
+    ``probe_prompts``: after the last step (and after each step in ``probe_steps``; 0 = the
+    base model) sample G responses to that many training prompts the warm start did not train
+    on, and store the format rate and the share of groups with signal in the folder's record.
     ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console)."""
     start = time.perf_counter()
     w = config.warmstart
@@ -94,7 +96,7 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None
     target = cache.folder(config, data_hash)
     base = config.model.model
     tokenizer = load_tokenizer(base, config.model.allow_download)
-    pairs = encode(tokenizer, demos, config.rollout.max_prompt_tokens)
+    pairs, pair_source = encode(tokenizer, demos, config.rollout.max_prompt_tokens)
     torch.manual_seed(w.warm_start_seed)
     device = eng.device(config.training.use_gpu)
     # the plain copy (for saving and the probe) is built before the ZeRO-3 scope
@@ -106,15 +108,39 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None
     engine.train()
     mb, scale = ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"] * world
     sampler = PromptSampler(len(pairs), w.warm_start_seed)
-    history = []
+    # the whole schedule up front, so every probe uses the same prompts, none of them trained on
+    schedule = [sampler.next(w.warm_start_batch) for _ in range(w.warm_start_steps)]
+    used = {pair_source[i] for chosen in schedule for i in chosen}
+    history, probes = [], []
+    rollout = HFRollout(plain, tokenizer, device)
+
+    def probe(step: int) -> None:
+        with eng.gathered_parameters(engine.module) as named:
+            if rank == 0:
+                rollout.load_weights(named)
+        if rank != 0:
+            return
+        if reporter is not None:
+            reporter.send(("start", f"warm start probe after step {step}",
+                           f"{probe_prompts} prompts x G={config.rollout.group_size}"))
+        unseen = [d.example for i, d in enumerate(demos) if i not in used][:probe_prompts]
+        if not unseen:  # a small set the warm start went through entirely
+            unseen = [d.example for d in demos[:probe_prompts]]
+        probes.append({"step": step, **signal_probe(replace(config, seed=w.warm_start_seed),
+                                                     rollout, unseen)})
+        if reporter is not None and step < w.warm_start_steps:
+            reporter.send(("start", "warm start", f"step {step}/{w.warm_start_steps}"))
+
     reporter = None
     if reporter_factory is not None and rank == 0:
         reporter = reporter_factory("warm start", w.warm_start_steps)
         reporter.send(("start", "warm start", f"step 0/{w.warm_start_steps} "
                                               f"({len(pairs)} demonstrations)"))
+    if probe_prompts and 0 in probe_steps:
+        probe(0)
     for step in range(w.warm_start_steps):
         t0 = time.perf_counter()
-        chosen = sampler.next(w.warm_start_batch)
+        chosen = schedule[step]
         mine = [pairs[i] for i in chosen[rank::world]]
         tokens = sum(eng.all_gather_objects(sum(len(t) for _, t in mine)))
         loss_sum = 0.0
@@ -129,23 +155,22 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None
         history.append(record)
         if reporter is not None:
             reporter.sft_step(record)
-    with eng.gathered_parameters(engine.module) as named:
-        if rank == 0:
-            HFRollout(plain, tokenizer, device).load_weights(named)
+        if probe_prompts and step + 1 in probe_steps and step + 1 < w.warm_start_steps:
+            probe(step + 1)
+    seconds = time.perf_counter() - start
+    if probe_prompts:
+        probe(w.warm_start_steps)  # also syncs the final weights into the plain copy
+    else:
+        with eng.gathered_parameters(engine.module) as named:
+            if rank == 0:
+                rollout.load_weights(named)
     result = None
     if rank == 0:
-        result = save(plain, tokenizer, target, {
-            "key": cache.key_fields(config, data_hash), "history": history,
-            "demonstrations": len(pairs), "seconds": time.perf_counter() - start})
-    if probe_prompts and rank == 0:
-        if reporter is not None:
-            reporter.send(("start", "warm start probe",
-                           f"{probe_prompts} prompts x G={config.rollout.group_size}"))
-        probe = signal_probe(replace(config, seed=w.warm_start_seed),
-                             HFRollout(plain, tokenizer, device), probe_prompts)
-        info = json.loads((target / cache.MARKER).read_text())
-        info["probe"] = probe
-        (target / cache.MARKER).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+        info = {"key": cache.key_fields(config, data_hash), "history": history,
+                "demonstrations": len(pairs), "seconds": seconds}
+        if probes:
+            info["probes"] = probes
+        result = save(plain, tokenizer, target, info)
     if reporter is not None:
         reporter.close()
     return result

@@ -1,0 +1,89 @@
+"""``bench signal``: what RL's first step would see, without training.
+
+G samples of P training prompts from the policy the run would start from (the base model, or
+its warm start with ``--warm-start``), scored by the task's rewards: the format rate and the
+share of prompt groups with a non-zero advantage for some reward. ``--one-shot`` measures the
+cheaper alternative to a warm start: one worked example (a demonstration from the training set,
+not one of the probed prompts) appended to each prompt's system message.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+
+def with_example(example, demo) -> object:
+    """``example`` whose system message ends with one worked example (``demo``'s user turn and
+    its reference answer in the layout)."""
+    from harness.warmstart.data import user_turns
+
+    shot = ("\n\n**Worked example**\nRequest:\n" + user_turns(demo.example)
+            + "\nAnswer:\n" + demo.target)
+    messages = [dict(m) for m in example.messages]
+    if messages[0]["role"] == "system":
+        messages[0]["content"] += shot
+    else:
+        messages.insert(0, {"role": "system", "content": shot.strip()})
+    return dataclasses.replace(example, messages=tuple(messages))
+
+
+def bench_signal(args: argparse.Namespace) -> int:
+    import time
+
+    from harness.bench import report
+    from harness.cli import overrides_from
+    from harness.config import resolve
+    from harness.console import quiet
+    from harness.models import load_model, load_tokenizer
+    from harness.rollout import HFRollout
+    from harness.warmstart.cache import policy_source
+    from harness.warmstart.data import demonstrations
+    from harness.warmstart.sft import signal_probe
+
+    quiet.configure_process()
+    config = resolve(args.preset, overrides_from(args))
+    source = policy_source(config)
+    demos = demonstrations(replace_seed(config))
+    examples = [d.example for d in demos[1:1 + args.prompts]]
+    if args.one_shot:
+        examples = [with_example(ex, demos[0]) for ex in examples]
+    rollout = HFRollout(load_model(source), load_tokenizer(source))
+    start = time.perf_counter()
+    probe = signal_probe(config, rollout, examples)
+    seconds = time.perf_counter() - start
+    mode = ("warm start" if config.warmstart.warm_start else "base model") + \
+        (" + one worked example in the prompt" if args.one_shot else "")
+    rewards = ", ".join(f"{k.split('/')[-1]} {v:.2f}" for k, v in probe.items()
+                        if k.startswith("reward/"))
+    line = (f"{config.task.task}, {mode}: {probe['probe_prompts']} prompts x "
+            f"G={probe['probe_group_size']}: format rate {probe.get('format_rate', 0):.2f}, "
+            f"groups with signal {probe['groups_with_signal']:.2f}; {rewards} ({seconds:.0f} s)")
+    print(line)
+    if args.label:
+        m = report.machine()
+        report.write(args.label, {"bench": "signal", "machine": m, "mode": mode,
+                                  "config": config.to_dict(), "probe": probe,
+                                  "seconds": seconds},
+                     f"# {args.label}\n\n`bench signal`: {line}\n\nMachine: "
+                     f"{report.machine_line(m)}\n", args.output_dir)
+    return 0
+
+
+def replace_seed(config):
+    return dataclasses.replace(config, seed=config.warmstart.warm_start_seed)
+
+
+def add_parser(which) -> None:
+    from harness.cli import add_config_flags
+
+    p = which.add_parser("signal", help="format rate and share of groups with reward signal at "
+                                        "RL's first step (base model, warm start, one-shot)")
+    p.add_argument("--preset", default="smoke")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--one-shot", action="store_true",
+                   help="append one worked example to every prompt's system message")
+    p.add_argument("--label", default="", help="also write results/bench/LABEL.{json,md}")
+    p.add_argument("--output-dir", default=None)
+    add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
+                              "group_size", "data_dir"))
+    p.set_defaults(bench_fn=bench_signal)
