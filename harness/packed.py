@@ -32,7 +32,7 @@ class Packed:
 
 def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_ids: torch.Tensor,
          response_mask: torch.Tensor, group_of: list, pad_id: int,
-         dtype: torch.dtype = torch.float32) -> Packed:
+         dtype: torch.dtype = torch.float32, one_row: bool = False) -> Packed:
     """Pack response rows that share a prompt into one row each.
 
     Args:
@@ -41,13 +41,15 @@ def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_ids: torc
         response_ids, response_mask: [N, T] right-padded responses; a response's valid tokens
             are a prefix (up to and including its first EOS).
         group_of: N hashable keys: which prompt each row answers.
+        one_row: put every group into one row as well (segments that never see each other):
+            no padding at all, for batches of different prompts (the warm start).
     """
     n = len(group_of)
     order: dict = {}
     for i, g in enumerate(group_of):
         order.setdefault(g, []).append(i)
     lengths = [int(x) for x in response_mask.sum(dim=1).tolist()]
-    seqs, pos, spans = [], [], []  # spans: per packed row, (prompt length, [(row, start)])
+    segments = []  # per group: tokens, positions, prompt length, [(row, start in segment)]
     for rows in order.values():
         first = rows[0]
         prompt = prompt_ids[first][prompt_mask[first].bool()]
@@ -66,37 +68,39 @@ def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_ids: torc
             positions.append(torch.arange(p, p + length))
             starts.append((r, offset))
             offset += length
-        seqs.append(torch.cat(parts))
-        pos.append(torch.cat(positions))
-        spans.append((p, starts))
-    width = max(len(s) for s in seqs)
-    s_count = len(seqs)
+        segments.append((torch.cat(parts), torch.cat(positions), p, starts))
+    # where each segment goes: (row, offset in the row)
+    placed, row_len = [], []
+    for seg in segments:
+        if one_row and row_len:
+            placed.append((0, row_len[0]))
+            row_len[0] += len(seg[0])
+        else:
+            placed.append((len(row_len), 0))
+            row_len.append(len(seg[0]))
+    width, s_count = max(row_len), len(row_len)
     ids = torch.full((s_count, width), pad_id, dtype=torch.long)
     position_ids = torch.zeros((s_count, width), dtype=torch.long)
     allowed = torch.zeros((s_count, width, width), dtype=torch.bool)
     causal = torch.ones(width, width, dtype=torch.bool).tril()
-    for j, (seq, ps, (p, starts)) in enumerate(zip(seqs, pos, spans)):
-        ids[j, :len(seq)] = seq
-        position_ids[j, :len(ps)] = ps
-        allowed[j, :p, :p] = causal[:p, :p]
+    needed: list[tuple[int, torch.Tensor]] = [(0, torch.zeros(0, dtype=torch.long))] * n
+    for (seq, ps, p, starts), (j, b) in zip(segments, placed):
+        ids[j, b:b + len(seq)] = seq
+        position_ids[j, b:b + len(ps)] = ps
+        allowed[j, b:b + p, b:b + p] = causal[:p, :p]
         for r, start in starts:
-            end = start + lengths[r]
-            allowed[j, start:end, :p] = True  # the prompt
-            allowed[j, start:end, start:end] = causal[:end - start, :end - start]
+            lo, hi = b + start, b + start + lengths[r]
+            allowed[j, lo:hi, b:b + p] = True  # the prompt
+            allowed[j, lo:hi, lo:hi] = causal[:hi - lo, :hi - lo]
+            # the last prompt token predicts token 0; the response's token t-1 predicts t
+            needed[r] = (j, torch.cat([torch.tensor([b + p - 1]), torch.arange(lo, hi - 1)])
+                         if hi > lo else torch.zeros(0, dtype=torch.long))
+    for j, used in enumerate(row_len):
         # padding positions attend to themselves only, so no row of the softmax is empty
-        pad = torch.arange(len(seq), width)
+        pad = torch.arange(used, width)
         allowed[j, pad, pad] = True
     mask = torch.zeros((s_count, 1, width, width), dtype=dtype)
     mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
-    # the logits each response token needs: the last prompt token predicts token 0, the
-    # response's own token t-1 predicts token t
-    needed: list[tuple[int, torch.Tensor]] = [(0, torch.zeros(0, dtype=torch.long))] * n
-    for j, (p, starts) in enumerate(spans):
-        for r, start in starts:
-            length = lengths[r]
-            src = torch.cat([torch.tensor([p - 1]), torch.arange(start, start + length - 1)]) \
-                if length else torch.zeros(0, dtype=torch.long)
-            needed[r] = (j, src)
     keep = torch.unique(torch.cat([src for _, src in needed] or [torch.zeros(0, dtype=torch.long)]))
     lookup = torch.full((width,), -1, dtype=torch.long)
     lookup[keep] = torch.arange(len(keep))

@@ -18,7 +18,7 @@ def process_group():
 
 def test_bench_step_reports_every_phase_per_method(tmp_path, process_group, capsys):
     assert cli.main(["bench", "step", "--preset", "smoke", "--task", "bfcl", *TOY_FLAGS,
-                     "--methods", "gdpo,mrtpo@single", "--repeats", "1", "--label", "t",
+                     "--methods", "gdpo,mrtpo@single", "--repeats", "1", "--warmup", "0", "--label", "t",
                      "--output-dir", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["machine"]["cores"] >= 1 and data["machine"]["torch"].startswith("2.13")
@@ -45,3 +45,15 @@ def test_one_shot_prompt_appends_a_worked_example():
     assert shot.messages[0]["content"].startswith(demos[1].example.messages[0]["content"])
     assert shot.messages[0]["content"].endswith(demos[0].target)
     assert shot.messages[1] == demos[1].example.messages[1]
+
+
+def test_bench_rollout_counts_generated_tokens(tmp_path):
+    assert cli.main(["bench", "rollout", "--preset", "smoke", "--task", "bfcl", "--model",
+                     "tiny-random", "--max-response-tokens", "5", "--group-size", "2",
+                     "--batch-sizes", "2,4", "--label", "r", "--output-dir", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [row[0] for row in data["rows"]] == [2, 4]
+    assert all(0 < row[1] <= row[0] * 5 and row[2] > 0 for row in data["rows"])
+    assert cli.main(["bench", "rollout", "--preset", "smoke", "--model", "tiny-random",
+                     "--group-size", "4", "--batch-sizes", "6", "--output-dir",
+                     str(tmp_path)]) == 2  # not a multiple of G

@@ -6,6 +6,7 @@ newer benches also write a report with the machine under ``results/bench/``.
 - ``bench vs-trl`` (``vs_trl.py``): the same GRPO step here and in TRL's GRPOTrainer.
 - ``bench signal`` (``signal.py``): format rate and groups with reward signal at RL's first
   step, for the base model, its warm start, or one worked example in the prompt.
+- ``bench rollout`` (``rollout.py``): generated tokens/s of HF generate vs batch size.
 - ``bench replay`` (``replay.py``): peak memory and time of the replay distance vs chunk size.
 - ``bench steps`` (``stored.py``): step-time ratios of stored runs.
 - ``bench sql`` (``sql.py``): text-to-SQL reward throughput vs worker processes.
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from harness.bench import replay, signal, sql, step, stored, vs_trl
+    from harness.bench import replay, rollout, signal, sql, step, stored, vs_trl
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
     which = bench.add_subparsers(dest="bench", required=True)
     step.add_parser(which)
     vs_trl.add_parser(which)
     signal.add_parser(which)
+    rollout.add_parser(which)
     rep = which.add_parser("replay", help="peak memory of the replay distance vs. chunk size")
     rep.add_argument("--model", default="smollm2-135m-instruct")
     rep.add_argument("--responses", type=int, default=4)

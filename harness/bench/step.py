@@ -66,6 +66,8 @@ def bench_step(args: argparse.Namespace) -> int:
 
         policy_source(config)  # fails now, with the command to make it, if it is missing
     runs: dict[str, list[dict]] = {s: [] for s in specs}
+    for _ in range(args.warmup):  # a process's first step pays its allocator's growth
+        one_step(method_config(config, args.baseline))
     for rep in range(args.repeats):
         for spec in specs:
             row = one_step(method_config(config, spec))
@@ -85,8 +87,8 @@ def bench_step(args: argparse.Namespace) -> int:
             f"{r.prompts_per_step} prompts x G={r.group_size}, <= {r.max_response_tokens} new "
             f"tokens, micro-batch {config.training.micro_batch_size}, gradient checkpointing "
             f"{'on' if config.training.gradient_checkpointing else 'off'}, ZeRO stage "
-            f"{config.training.zero_stage}; median of {args.repeats} alternated repeats, "
-            f"seconds")
+            f"{config.training.zero_stage}; median of {args.repeats} alternated repeats after "
+            f"{args.warmup} untimed warm-up step(s), seconds")
     md = (f"# {args.label}\n\n{what}\n\nMachine: {report.machine_line(m)}\n\n"
           + report.markdown_table(header, table))
     data = {"bench": "step", "label": args.label, "machine": m, "task": config.task.task,
@@ -109,6 +111,7 @@ def add_parser(which) -> None:
                    help="comma-separated; NAME@MODE runs MRTPO with replay MODE")
     p.add_argument("--baseline", default="gdpo")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps of the baseline first")
     p.add_argument("--label", default="step", help="report name under results/bench/")
     p.add_argument("--output-dir", default=None, help="default: results/bench/")
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",

@@ -38,17 +38,30 @@ def check_no_benchmark_items(config: RunConfig, demos) -> None:
                          f"{config.task.task!r} (e.g. {overlap[:3]}); refusing to train on them")
 
 
-def sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens: float) -> tuple[torch.Tensor, int]:
+def sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens: float, pack: bool = True
+             ) -> tuple[torch.Tensor, int]:
     """Sum of the target tokens' negative log-likelihood divided by ``total_tokens`` (the
     optimizer batch's target-token count, so micro-batches add up to the batch's token mean).
+    ``pack``: the demonstrations go into one row whose segments never see each other
+    (harness.packed), so no padding is computed.
 
     Shapes: prompts [B, P], targets [B, T]. Returns (loss, target tokens in this micro-batch)."""
-    ids, attn, pos = with_response(p_ids, p_mask, t_ids, t_mask)
     device = next(model.parameters()).device
     t = t_ids.shape[1]
-    out = model(input_ids=ids.to(device), attention_mask=attn.to(device),
-                position_ids=pos.to(device), logits_to_keep=t + 1, use_cache=False)
-    logp = token_logprobs(out.logits[:, :-1], t_ids.to(device))
+    if pack:
+        from harness.packed import pack as pack_rows
+        from harness.packed import packed_forward
+
+        dtype = next(model.parameters()).dtype
+        packed = pack_rows(p_ids, p_mask, t_ids, t_mask, list(range(len(t_ids))), 0,
+                           dtype if dtype.is_floating_point else torch.float32, one_row=True)
+        logits = packed_forward(model, packed, t)
+    else:
+        ids, attn, pos = with_response(p_ids, p_mask, t_ids, t_mask)
+        out = model(input_ids=ids.to(device), attention_mask=attn.to(device),
+                    position_ids=pos.to(device), logits_to_keep=t + 1, use_cache=False)
+        logits = out.logits[:, :-1]
+    logp = token_logprobs(logits, t_ids.to(device))
     mask = t_mask.to(device).bool()
     nll = -torch.where(mask, logp, torch.zeros_like(logp)).sum()
     return nll / total_tokens, int(mask.sum())
@@ -146,7 +159,8 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None,
         loss_sum = 0.0
         for s in range(0, local, mb):
             loss, _ = sft_loss(engine, *batch(mine[s:s + mb], tokenizer.pad_token_id),
-                               total_tokens=tokens / scale)
+                               total_tokens=tokens / scale,
+                               pack=config.training.pack_prompts)
             engine.backward(loss)
             engine.step()
             loss_sum += float(loss.detach()) / scale

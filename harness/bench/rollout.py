@@ -1,0 +1,71 @@
+"""``bench rollout``: generated tokens per second of HF ``generate`` at several batch sizes.
+
+Rows are ``batch / G`` training prompts of the task x G samples (sampling at temperature 1,
+the policy the run would start from), at most ``--max-response-tokens`` new tokens; every
+batch size runs once untimed first. Tokens counted are response tokens up to and including
+each row's end-of-turn token.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def bench_rollout(args: argparse.Namespace) -> int:
+    import torch
+
+    from harness.bench import report
+    from harness.cli import overrides_from
+    from harness.config import resolve
+    from harness.console import quiet
+    from harness.data import load_train
+    from harness.models import load_model, load_tokenizer
+    from harness.rollout import HFRollout
+    from harness.warmstart.cache import policy_source
+
+    quiet.configure_process()
+    config = resolve(args.preset, overrides_from(args))
+    source = policy_source(config)
+    rollout = HFRollout(load_model(source), load_tokenizer(source))
+    train = load_train(config)
+    g, r = config.rollout.group_size, config.rollout
+    rows = []
+    for size in [int(x) for x in args.batch_sizes.split(",")]:
+        if size % g:
+            raise ValueError(f"batch size {size} is not a multiple of G={g}")
+        examples = train[:size // g]
+        for timed in (False, True):
+            start = time.perf_counter()
+            out = rollout.generate(examples, g, r.max_response_tokens, r.temperature, r.top_p,
+                                   r.top_k, seed=config.seed)
+            seconds = time.perf_counter() - start
+        tokens = int(out.response_mask.sum())
+        rows.append([size, tokens, seconds, tokens / seconds, out.response_ids.shape[1]])
+        print(f"batch {size:4d}: {tokens:6d} tokens in {seconds:6.1f} s = "
+              f"{tokens / seconds:7.1f} tokens/s ({out.response_ids.shape[1]} decode steps)",
+              flush=True)
+    m = report.machine()
+    what = (f"`bench rollout`: HF generate, {config.task.task} training prompts x G={g}, model "
+            f"{config.model.model}{' (warm-started)' if config.warmstart.warm_start else ''}, "
+            f"<= {r.max_response_tokens} new tokens, temperature {r.temperature}, torch threads "
+            f"{torch.get_num_threads()}")
+    md = (f"# {args.label}\n\n{what}\n\nMachine: {report.machine_line(m)}\n\n"
+          + report.markdown_table(["rows", "tokens", "seconds", "tokens/s", "decode steps"],
+                                  rows))
+    js, mdp = report.write(args.label, {"bench": "rollout", "machine": m, "rows": rows,
+                                        "config": config.to_dict()}, md, args.output_dir)
+    print(f"wrote {js} and {mdp}")
+    return 0
+
+
+def add_parser(which) -> None:
+    from harness.cli import add_config_flags
+
+    p = which.add_parser("rollout", help="generated tokens/s of HF generate vs batch size")
+    p.add_argument("--preset", default="smoke-learn")
+    p.add_argument("--batch-sizes", default="4,8,16,32", help="rows per generate call")
+    p.add_argument("--label", default="rollout", help="report name under results/bench/")
+    p.add_argument("--output-dir", default=None)
+    add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
+                              "group_size", "data_dir"))
+    p.set_defaults(bench_fn=bench_rollout)
