@@ -66,6 +66,13 @@ def sequence_logprobs(model, ro: Rollout, rows: list[int], temperature: float,
     return (logp, logits) if return_logits else logp
 
 
+def grad_norm(module) -> float:
+    """L2 norm of the accumulated gradients (before clipping), for engines without ZeRO,
+    whose ``get_global_grad_norm`` is None."""
+    norms = [p.grad.detach().float().norm() for p in module.parameters() if p.grad is not None]
+    return float(torch.stack(norms).norm()) if norms else 0.0
+
+
 @dataclass
 class StepData:
     rollout: Rollout
@@ -274,6 +281,7 @@ class Trainer:
         pg_only = data.ref_logp is None and data.teacher_hidden is None
         stats: dict[str, list[float]] = {}
         skipped = stepped = forwarded = 0
+        plain_norm = None
         clock = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
         for _ in range(t.ppo_epochs):
             for m0 in range(0, n, mini):
@@ -329,6 +337,8 @@ class Trainer:
                     t1 = time.perf_counter()
                     self.engine.backward(loss)
                     t2 = time.perf_counter()
+                    if c == len(chunks) - 1 and self.ds_config["zero_optimization"]["stage"] == 0:
+                        plain_norm = grad_norm(self.engine.module)  # DeepSpeed reports none
                     self.engine.step()
                     t3 = time.perf_counter()
                     clock["forward"] += t1 - t0
@@ -343,7 +353,8 @@ class Trainer:
             out.update(loss=0.0, pg_loss=0.0)
         out["skipped_updates"] = float(skipped)
         out["update_rows"] = float(forwarded)
-        norm = self.engine.get_global_grad_norm() if stepped else None
+        norm = (self.engine.get_global_grad_norm() if plain_norm is None else plain_norm) \
+            if stepped else None
         if norm is not None:
             out["grad_norm"] = float(norm)
         t0 = time.perf_counter()

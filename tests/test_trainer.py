@@ -132,15 +132,16 @@ def test_sql_and_instruction_tasks_train_a_step(tmp_path, process_group, task, m
         assert names[0] == "c1" and len(names) == 16
 
 
-@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean"])
-def test_zero_advantage_responses_are_skipped_exactly(tmp_path, process_group, loss_agg):
+@pytest.mark.parametrize("loss_agg, zero_stage", [("token-mean", 3), ("seq-mean-token-mean", 0)])
+def test_zero_advantage_responses_are_skipped_exactly(tmp_path, process_group, loss_agg,
+                                                      zero_stage):
     """Responses whose advantage is 0 everywhere get no forward/backward, and the update equals
     the one that runs them all (forced here by a zero-weight KL term, which keeps every row)."""
     from harness.trainer import Trainer
 
     config = resolve("smoke", {**TINY, "task": "toy", "plugins": (TOY,), "steps": 1,
                                "micro_batch_size": 2, "loss_agg": loss_agg,
-                               "results_dir": str(tmp_path)})
+                               "zero_stage": zero_stage, "results_dir": str(tmp_path)})
     a, b = Trainer(config), Trainer(config)
     data, _ = a.collect(0)
     adv = torch.zeros_like(data.advantages)
