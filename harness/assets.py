@@ -88,4 +88,7 @@ def prepare_all() -> None:
 
 
 if __name__ == "__main__":
+    from harness.console import quiet
+
+    quiet.configure_process()  # no conversion bars or accelerator notes in setup's output
     prepare_all()

@@ -131,7 +131,10 @@ class WarmStartConfig:
     # rate at RL's first step to sit inside [0.1, 0.7], not so much that every sample is alike
     warm_start_steps: int = opt(12, "optimizer steps of the warm start")
     warm_start_batch: int = opt(4, "demonstrations per warm-start optimizer step (all workers)")
-    warm_start_lr: float = opt(1e-4, "learning rate of the warm start (AdamW, constant)")
+    warm_start_lr: float = opt(2e-4, "learning rate of the warm start (AdamW, constant)")
+    warm_start_layers: int = opt(10, "train only the top N transformer blocks and the final "
+                                     "norm during the warm start (backward stops below them: "
+                                     "about half the cost of a step here); 0 = every parameter")
     warm_start_seed: int = opt(0, "seed of the warm start's data and order; one warm start "
                                   "serves every RL seed")
 

@@ -99,9 +99,11 @@ def _skip_cpu_shm_build() -> None:
         module.build_shm_op = lambda: None
 
 
-def build_engine(config: RunConfig, mini_batch: int, source: str | None = None):
+def build_engine(config: RunConfig, mini_batch: int, source: str | None = None,
+                 trainable=None):
     """(engine, ds_config) for the policy loaded from ``source`` (default: the config's model).
-    ZeRO-3 partitions while loading."""
+    ZeRO-3 partitions while loading. ``trainable(model)``: sets ``requires_grad`` (the rest is
+    frozen and left out of the optimizer)."""
     import deepspeed
 
     if not config.training.use_gpu:
@@ -120,7 +122,11 @@ def build_engine(config: RunConfig, mini_batch: int, source: str | None = None):
     model.config.use_cache = False
     if config.training.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+    if trainable is not None:
+        trainable(model)
+    engine, *_ = deepspeed.initialize(model=model,
+                                      model_parameters=[p for p in model.parameters()
+                                                        if p.requires_grad],
                                       config=cfg, dist_init_required=False)
     del keep
     return engine, cfg

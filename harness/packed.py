@@ -32,7 +32,7 @@ class Packed:
 
 def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_ids: torch.Tensor,
          response_mask: torch.Tensor, group_of: list, pad_id: int,
-         dtype: torch.dtype = torch.float32, one_row: bool = False) -> Packed:
+         dtype: torch.dtype = torch.float32) -> Packed:
     """Pack response rows that share a prompt into one row each.
 
     Args:
@@ -41,8 +41,6 @@ def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_ids: torc
         response_ids, response_mask: [N, T] right-padded responses; a response's valid tokens
             are a prefix (up to and including its first EOS).
         group_of: N hashable keys: which prompt each row answers.
-        one_row: put every group into one row as well (segments that never see each other):
-            no padding at all, for batches of different prompts (the warm start).
     """
     n = len(group_of)
     order: dict = {}
@@ -69,15 +67,10 @@ def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_ids: torc
             starts.append((r, offset))
             offset += length
         segments.append((torch.cat(parts), torch.cat(positions), p, starts))
-    # where each segment goes: (row, offset in the row)
-    placed, row_len = [], []
-    for seg in segments:
-        if one_row and row_len:
-            placed.append((0, row_len[0]))
-            row_len[0] += len(seg[0])
-        else:
-            placed.append((len(row_len), 0))
-            row_len.append(len(seg[0]))
+    # one packed row per group (one row for several groups would make attention quadratic in
+    # their total length)
+    placed = [(j, 0) for j in range(len(segments))]
+    row_len = [len(seg[0]) for seg in segments]
     width, s_count = max(row_len), len(row_len)
     ids = torch.full((s_count, width), pad_id, dtype=torch.long)
     position_ids = torch.zeros((s_count, width), dtype=torch.long)

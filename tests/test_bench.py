@@ -57,3 +57,19 @@ def test_bench_rollout_counts_generated_tokens(tmp_path):
     assert cli.main(["bench", "rollout", "--preset", "smoke", "--model", "tiny-random",
                      "--group-size", "4", "--batch-sizes", "6", "--output-dir",
                      str(tmp_path)]) == 2  # not a multiple of G
+
+
+def test_probe_prompts_are_never_trained_on():
+    from harness.config import resolve
+    from harness.models import load_tokenizer
+    from harness.warmstart.data import demonstrations, encode
+    from harness.warmstart.sft import probe_examples, training_schedule
+
+    config = resolve("smoke-learn", {"task": "spider-mini"})
+    demos = demonstrations(config)
+    pairs, source = encode(load_tokenizer(config.model.model), demos, 4096)
+    schedule = training_schedule(len(pairs), config.warmstart)
+    trained = {demos[source[i]].example.id for step in schedule for i in step}
+    assert len(schedule) == 12 and all(len(s) == 4 for s in schedule)
+    probe = probe_examples(demos, source, schedule, 8)
+    assert len(probe) == 8 and not {e.id for e in probe} & trained

@@ -76,7 +76,7 @@ def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
            "tiny-random", "--task", "toy", "--plugin", TOY, "--steps", "1",
            "--prompts-per-step", "2", "--group-size", "2", "--max-response-tokens", "6",
            "--eval-max-response-tokens", "4", "--eval-limit", "4", "--warm-start-steps", "2",
-           "--warm-start-batch", "2", "--results-dir", str(tmp_path)]
+           "--warm-start-batch", "2", "--warm-start-layers", "1", "--results-dir", str(tmp_path)]
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]

@@ -90,28 +90,3 @@ def test_replay_hidden_states_are_the_same_packed():
     assert torch.allclose(a[valid], b[valid], atol=1e-5)
     assert (b[~valid] == 0).all()
 
-
-def test_one_row_packing_of_different_prompts_gives_the_same_warm_start_loss():
-    """The warm start packs demonstrations with different prompts into one row whose segments
-    never see each other: same loss and gradient as padded rows, no padding computed."""
-    from harness.models import load_model
-    from harness.warmstart.data import batch
-    from harness.warmstart.sft import sft_loss
-
-    model = load_model("tiny-random", seed=5)
-    pairs = [([5, 6, 7, 8], [20, 21, 2]), ([9, 10], [22, 2]), ([11, 12, 13], [23, 24, 25, 2])]
-    p_ids, p_mask, t_ids, t_mask = batch(pairs, 0)
-    out = []
-    for pack_rows in (False, True):
-        model.zero_grad()
-        loss, n = sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens=9.0, pack=pack_rows)
-        loss.backward()
-        out.append((float(loss), n, {k: p.grad.clone() for k, p in model.named_parameters()}))
-    assert out[0][1] == out[1][1] == 9
-    assert abs(out[0][0] - out[1][0]) < 1e-5
-    for name in out[0][2]:
-        assert torch.allclose(out[0][2][name], out[1][2][name], atol=1e-5, rtol=1e-4), name
-    from harness.packed import pack
-    packed = pack(p_ids, p_mask, t_ids, t_mask, [0, 1, 2], 0, one_row=True)
-    assert packed.ids.shape == (1, 4 + 3 + 2 + 2 + 3 + 4)
-    assert packed.position_ids[0].tolist() == [0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6]

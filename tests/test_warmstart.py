@@ -13,7 +13,7 @@ from harness.warmstart.data import benchmark_overlap, demonstrations, user_turns
 TINY = {"model": "tiny-random", "max_response_tokens": 12, "eval_max_response_tokens": 8,
         "eval_limit": 6, "max_prompt_tokens": 4096, "prompts_per_step": 2, "group_size": 4,
         "warm_start_steps": 8, "warm_start_batch": 4, "warm_start_lr": 1e-2,
-        "micro_batch_size": 2}
+        "micro_batch_size": 2, "warm_start_layers": 0}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,8 @@ def test_cache_key_changes_with_every_setting():
         cache.cache_key(base, "other data"),
         *(cache.cache_key(replace(base, warmstart=replace(base.warmstart, **{f: v})), "data")
           for f, v in (("warm_start_steps", 99), ("warm_start_lr", 1e-3),
-                       ("warm_start_batch", 16), ("warm_start_seed", 5))),
+                       ("warm_start_batch", 16), ("warm_start_seed", 5),
+                       ("warm_start_layers", 0))),
         cache.cache_key(replace(base, model=replace(base.model, model="tiny-random")), "data"),
         cache.cache_key(replace(base, model=replace(base.model, dtype="bfloat16")), "data"),
         cache.cache_key(replace(base, rollout=replace(base.rollout, max_prompt_tokens=64)),
@@ -140,3 +141,17 @@ def test_warm_start_refuses_benchmark_items_before_training(monkeypatch):
     leaked = [replace(demos[0], example=dev[3]), *demos[1:]]
     with pytest.raises(ValueError, match="benchmark items"):
         sft.check_no_benchmark_items(config, leaked)
+
+
+def test_warm_start_layers_freezes_everything_below_the_top_blocks():
+    from harness.models import load_model
+    from harness.warmstart.sft import top_layers
+
+    assert top_layers(0) is None  # train every parameter
+    model = load_model("tiny-random")
+    top_layers(1)(model)
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trained and all(n.startswith(("model.layers.1.", "model.norm.")) for n in trained)
+    assert "model.norm.weight" in trained and not any("embed" in n for n in trained)
+    with pytest.raises(ValueError, match="has 2 blocks"):
+        top_layers(3)(load_model("tiny-random"))

@@ -2,9 +2,11 @@
 
 G samples of P training prompts from the policy the run would start from (the base model, or
 its warm start with ``--warm-start``), scored by the task's rewards: the format rate and the
-share of prompt groups with a non-zero advantage for some reward. ``--one-shot`` measures the
-cheaper alternative to a warm start: one worked example (a demonstration from the training set,
-not one of the probed prompts) appended to each prompt's system message.
+share of prompt groups with a non-zero advantage for some reward. The prompts are the ones the
+warm start's own probe uses (none of them trained on by the warm start of these settings).
+``--one-shot`` measures the cheaper alternative to a warm start: one worked example (a
+demonstration from the training set, not one of the probed prompts) appended to each prompt's
+system message.
 """
 from __future__ import annotations
 
@@ -37,16 +39,21 @@ def bench_signal(args: argparse.Namespace) -> int:
     from harness.models import load_model, load_tokenizer
     from harness.rollout import HFRollout
     from harness.warmstart.cache import policy_source
-    from harness.warmstart.data import demonstrations
-    from harness.warmstart.sft import signal_probe
+    from harness.warmstart.data import demonstrations, encode
+    from harness.warmstart.sft import probe_examples, signal_probe, training_schedule
 
     quiet.configure_process()
     config = resolve(args.preset, overrides_from(args))
     source = policy_source(config)
     demos = demonstrations(replace_seed(config))
-    examples = [d.example for d in demos[1:1 + args.prompts]]
-    if args.one_shot:
-        examples = [with_example(ex, demos[0]) for ex in examples]
+    # the prompts the warm start's own probe uses: none of them is trained on
+    pairs, pair_source = encode(load_tokenizer(config.model.model), demos,
+                                config.rollout.max_prompt_tokens)
+    schedule = training_schedule(len(pairs), config.warmstart)
+    examples = probe_examples(demos, pair_source, schedule, args.prompts)
+    if args.one_shot:  # the worked example is a demonstration the probe does not use
+        shot = next(d for d in demos if all(d.example.id != e.id for e in examples))
+        examples = [with_example(ex, shot) for ex in examples]
     rollout = HFRollout(load_model(source), load_tokenizer(source))
     start = time.perf_counter()
     probe = signal_probe(config, rollout, examples)

@@ -33,6 +33,7 @@ def key_fields(config: RunConfig, data_hash: str) -> dict:
         "steps": w.warm_start_steps,
         "batch": w.warm_start_batch,
         "lr": w.warm_start_lr,
+        "layers": w.warm_start_layers,
         "seed": w.warm_start_seed,
         "max_prompt_tokens": config.rollout.max_prompt_tokens,
     }
