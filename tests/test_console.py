@@ -86,7 +86,10 @@ def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
     assert any(line.startswith("warm start: step 2/2 | loss") for line in lines), text
     assert any(line.startswith("gdpo seed 0 train: step 1/1") for line in lines), text
     assert any(line.startswith("gdpo seed 0 eval: 4/4 items") for line in lines), text
-    # the table is the last thing printed: title, header, one row
-    assert lines[-3].startswith("toy | model tiny-random")
-    assert lines[-1].startswith("gdpo") and "even_rate" in lines[-2]
+    # the table is the last thing printed (title, header, rule, one row), after the training
+    # rewards of the first and last steps
+    assert lines[-4].startswith("toy | model tiny-random")
+    assert "even_rate" in lines[-3] and lines[-1].startswith("gdpo")
+    rewards = lines.index("training rewards, step 1 -> step 1 (mean over 1 seed):")
+    assert lines[rewards + 1].split()[0] == "parity" and rewards < len(lines) - 4
     assert out.stderr.strip() == "", out.stderr[-3000:]
