@@ -77,7 +77,21 @@ def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
            "--prompts-per-step", "2", "--group-size", "2", "--max-response-tokens", "6",
            "--eval-max-response-tokens", "4", "--eval-limit", "4", "--warm-start-steps", "2",
            "--warm-start-batch", "2", "--warm-start-layers", "1", "--results-dir", str(tmp_path)]
-    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    import shutil
+
+    from harness.cli import build_parser, overrides_from
+    from harness.config import resolve
+    from harness.plugins import load_plugins
+    from harness.warmstart.cache import warm_start_folder
+
+    load_plugins((TOY,))
+    args = build_parser().parse_args(cmd[3:])
+    folder = warm_start_folder(resolve(args.preset, overrides_from(args)))
+    shutil.rmtree(folder, ignore_errors=True)  # the run must train (and show) its warm start
+    try:
+        out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
     for noise in NOISE:
