@@ -42,6 +42,14 @@ def write(name: str, data: dict, markdown: str, folder: Path | None = None) -> t
     return js, md
 
 
+def publish(name: str, data: dict, markdown: str, folder: Path | None = None) -> None:
+    """Write the report (``write``) and print its Markdown and where it went."""
+    js, md = write(name, data, markdown, folder)
+    print()
+    print(markdown)
+    print(f"wrote {js} and {md}")
+
+
 def markdown_table(header: list[str], rows: list[list]) -> str:
     def cell(v) -> str:
         return f"{v:.2f}" if isinstance(v, float) else str(v)

@@ -94,10 +94,7 @@ def bench_step(args: argparse.Namespace) -> int:
     data = {"bench": "step", "label": args.label, "machine": m, "task": config.task.task,
             "preset": args.preset, "config": config.to_dict(), "methods": specs,
             "baseline": args.baseline, "runs": runs, "median": med}
-    js, mdp = report.write(args.label, data, md, args.output_dir)
-    print()
-    print(md)
-    print(f"wrote {js} and {mdp}")
+    report.publish(args.label, data, md, args.output_dir)
     return 0
 
 

@@ -144,10 +144,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
     data = {"bench": "vs-trl", "label": args.label, "machine": m, "config": config.to_dict(),
             "harness_seconds": ours, "trl_seconds": theirs, "ratio": a / b,
             "torch_threads": torch.get_num_threads()}
-    js, mdp = report.write(args.label, data, md, args.output_dir)
-    print()
-    print(md)
-    print(f"wrote {js} and {mdp}")
+    report.publish(args.label, data, md, args.output_dir)
     return 0
 
 
