@@ -243,9 +243,6 @@ PRESETS.add("smoke", Preset(
     {"prompts_per_step": 2, "group_size": 4, "steps": 4, "temperature": 1.0, "top_p": 1.0,
      "top_k": 0, "lr": 1e-5, "max_prompt_tokens": 1024, "max_response_tokens": 96,
      "eval_max_response_tokens": 128, "eval_limit": 20, "micro_batch_size": 4,
-     # the whole 20-item subset in one generate call: a CPU decode step costs about the same
-     # for 1 or 20 rows
-     "eval_batch_size": 20,
      "dtype": "float32", "use_gpu": False, "workers": 1,
      # one worker: ZeRO-3 has nothing to partition and costs ~2 s per optimizer step here;
      # at micro-batch 4 the activations fit without recomputation (bench step)
@@ -256,8 +253,10 @@ PRESETS.add("smoke", Preset(
 PRESETS.add("smoke-learn", Preset(
     "smoke-learn",
     "the smoke setting after a supervised warm start (cached), so that the embedded model "
-    "writes the response layout often enough for rewards to vary within groups",
-    {**PRESETS.get("smoke").overrides, "warm_start": True},
+    "writes the response layout often enough for rewards to vary within groups; 3 steps",
+    # 3 steps instead of 4 keep the main job (scripts/main.sh) within 15 minutes of a fresh
+    # clone on a 2-core machine, warm start and setup included
+    {**PRESETS.get("smoke").overrides, "warm_start": True, "steps": 3},
 ))
 
 

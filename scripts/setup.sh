@@ -11,8 +11,10 @@ stamp=.venv/.setup-done
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing the pinned environment into .venv (a few minutes, once)"
     [ -x .venv/bin/python ] || python3 -m venv .venv
+    # --no-compile: no byte-compiling of every installed module (torch, ray, transformers);
+    # Python compiles the modules a run imports when it first imports them
     pip() {  # quiet, minus the "Location ... is ignored" noise some machines' pip.conf causes
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile "$@" 2>&1 \
             | { grep -v "is ignored: it is neither a file nor a directory" || true; }
         return "${PIPESTATUS[0]}"
     }
