@@ -254,8 +254,8 @@ PRESETS.add("smoke-learn", Preset(
     "smoke-learn",
     "the smoke setting after a supervised warm start (cached), so that the embedded model "
     "writes the response layout often enough for rewards to vary within groups; 3 steps",
-    # 3 steps instead of 4 keep the main job (scripts/main.sh) within 15 minutes of a fresh
-    # clone on a 2-core machine, warm start and setup included
+    # 3 steps instead of 4 shorten the main job (scripts/main.sh), which also runs setup and the
+    # warm start on a fresh clone
     {**PRESETS.get("smoke").overrides, "warm_start": True, "steps": 3},
 ))
 
