@@ -89,14 +89,15 @@ def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int
     from harness.plugins import load_plugins
     from harness.warmstart import cache
 
-    load_plugins(config.plugins)
-    path = cache.warm_start_folder(config)
-    if cache.is_complete(path):
-        return path
-    from harness.warmstart.data import demonstrations
+    from harness.warmstart.data import content_hash, demonstrations
     from harness.warmstart.sft import check_no_benchmark_items
 
-    check_no_benchmark_items(config, demonstrations(config))  # before any worker starts
+    load_plugins(config.plugins)
+    demos = demonstrations(config)  # once: for the cache key and for the benchmark check
+    path = cache.folder(config, content_hash(demos))
+    if cache.is_complete(path):
+        return path
+    check_no_benchmark_items(config, demos)  # before any worker starts
     _fit(_sft_entry, config, probe=probe_prompts, probe_steps=list(probe_steps))
     if not cache.is_complete(path):
         raise RuntimeError(f"the warm start finished but {path} was not written; see the worker "
