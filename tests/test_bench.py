@@ -73,3 +73,20 @@ def test_probe_prompts_are_never_trained_on():
     assert len(schedule) == 12 and all(len(s) == 4 for s in schedule)
     probe = probe_examples(demos, source, schedule, 8)
     assert len(probe) == 8 and not {e.id for e in probe} & trained
+
+
+def test_bench_replay_times_each_k_and_probes_memory_per_length(tmp_path):
+    assert cli.main(["bench", "replay", "--model", "tiny-random", "--ks", "2,3", "--responses", "2",
+                     "--tokens", "8", "--repeats", "1", "--memory-tokens", "16,32",
+                     "--memory-chunk", "8", "--memory-responses", "2", "--label", "rp",
+                     "--output-dir", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "rp.json").read_text())
+    assert [(r["k"], r["floor"]) for r in data["timing"]] == [(2, 3), (3, 4)]
+    assert all(r["forward_s"] > 0 and r["replay_s"] > 0 and len(r["runs"]["replay"]) == 1
+               for r in data["timing"])
+    mem = data["memory"]
+    assert [(m["tokens"], m["chunk"]) for m in mem] == [(16, 8), (32, 8), (16, 16)]
+    assert all(m["vocab"] == 151936 and m["distance_peak_mb"] >= 0 for m in mem)
+    assert abs(mem[0]["checksum"] - mem[2]["checksum"]) < 1e-4 * max(1.0, abs(mem[0]["checksum"]))
+    md = (tmp_path / "rp.md").read_text()
+    assert "| 3 |" in md and "floor (K+1)" in md and "distance MB" in md

@@ -23,10 +23,3 @@ def test_explain_writes_html_and_png(tmp_path, capsys):
     assert cli.main(["explain", "--run", str(run), "--example", "2", "--response", "5",
                      "--output", str(out)]) == 2
     assert "--response must be in [0, 3)" in capsys.readouterr().err
-
-
-def test_bench_replay_reports_the_same_distances_for_every_chunk(capsys):
-    assert cli.main(["bench", "replay", "--model", "tiny-random", "--responses", "2",
-                     "--tokens", "24", "--chunks", "24,5"]) == 0
-    out = capsys.readouterr().out
-    assert "same distances in every setting: True" in out and "24 (=T)" in out

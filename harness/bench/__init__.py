@@ -7,7 +7,8 @@ newer benches also write a report with the machine under ``results/bench/``.
 - ``bench signal`` (``signal.py``): format rate and groups with reward signal at RL's first
   step, for the base model, its warm start, or one worked example in the prompt.
 - ``bench rollout`` (``rollout.py``): generated tokens/s of HF generate vs batch size.
-- ``bench replay`` (``replay.py``): peak memory and time of the replay distance vs chunk size.
+- ``bench replay`` (``replay.py``): replay time vs one forward at several K, and replay memory
+  vs response length at a 152k vocabulary.
 - ``bench steps`` (``stored.py``): step-time ratios of stored runs.
 - ``bench sql`` (``sql.py``): text-to-SQL reward throughput vs worker processes.
 """
@@ -23,12 +24,7 @@ def add_parser(sub) -> None:
     vs_trl.add_parser(which)
     signal.add_parser(which)
     rollout.add_parser(which)
-    rep = which.add_parser("replay", help="peak memory of the replay distance vs. chunk size")
-    rep.add_argument("--model", default="smollm2-135m-instruct")
-    rep.add_argument("--responses", type=int, default=4)
-    rep.add_argument("--tokens", type=int, default=512)
-    rep.add_argument("--chunks", default="512,128,32", help="comma-separated chunk sizes")
-    rep.set_defaults(bench_fn=replay.bench_replay)
+    replay.add_parser(which)
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")
     steps.add_argument("runs", nargs="+", help="result folders (…/<setting>/)")
     steps.set_defaults(bench_fn=stored.bench_steps)
