@@ -1,4 +1,4 @@
-"""``python -m harness``: run, list, score.
+"""``python -m harness``: run, sft, list, score, explain, bench, reproduce, compare.
 
 Every config field is a flag (``--group-size 8``); see ``python -m harness run --help``.
 """
@@ -44,32 +44,11 @@ def overrides_from(args: argparse.Namespace) -> dict:
     return out
 
 
-def validate(config: cfg.RunConfig) -> None:
-    """Fail on unknown names before anything slow starts."""
-    import methods
-    from harness.data import get_task, load_train
-    from harness.plugins import load_plugins
-
-    load_plugins(config.plugins)
-
-    get_task(config)
-    load_train(config)  # a missing or malformed data file fails here, before workers start
-    method = methods.get(config.method.method)  # unknown names and bad compositions fail here
-    config.method.options()
-    missing = set(method.needs) - {"replay", "counterfactual", "teacher"}
-    if missing:
-        raise ValueError(f"method {method.name!r} needs {sorted(missing)} forward passes, "
-                         "which this trainer does not run yet")
-    if config.rollout.engine != "hf":
-        raise ValueError(f"rollout engine {config.rollout.engine!r} is not available in this "
-                         "version; use --engine hf")
-
-
 def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
     from dataclasses import replace
 
     from harness.results import load_result, result_path
-    from harness.tables import render
+    from harness.reports.tables import render
     from tasks import TASKS
 
     task = TASKS.get(config.task.task)
@@ -122,40 +101,18 @@ def training_rewards(config: cfg.RunConfig, seeds: list[int]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.results import check_stored, stored_seeds
+    from harness.launch import absolute, pending_seeds, run_seeds, validate
+    from harness.results import result_path
 
-    config = cfg.resolve(args.preset, overrides_from(args))
-    config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
-    if config.task.data_dir:
-        config = replace(config, task=replace(config.task,
-                                              data_dir=str(Path(config.task.data_dir).resolve())))
-    if Path(config.model.model).expanduser().is_dir():  # workers may run in another folder
-        config = replace(config, model=replace(
-            config.model, model=str(Path(config.model.model).expanduser().resolve())))
+    config = absolute(cfg.resolve(args.preset, overrides_from(args)))
     validate(config)
     seeds = list(range(args.seeds))
-    stored = stored_seeds(config)
-    todo = [s for s in seeds if args.force or s not in stored]
+    todo = pending_seeds(config, seeds, args.force)
     for s in seeds:
         if s not in todo:
-            check_stored(replace(config, seed=s), stored[s])
-    for s in seeds:
-        if s not in todo:
-            print(f"seed {s}: stored at {stored[s]} (skipped; --force reruns it)")
-    if todo:
-        from harness import assets
-        from harness.backend import start_ray, train_seed
-
-        if config.model.model == assets.SMOLLM2_NAME:
-            assets.prepare_smollm2()  # once, in the driver, before workers race for it
-        start_ray()
-        if config.warmstart.warm_start:
-            from harness.backend import warm_start
-
-            print(f"warm start: {warm_start(config)}")
-        for s in todo:
-            path = train_seed(replace(config, seed=s))
-            print(f"seed {s}: stored {path}")
+            print(f"seed {s}: stored at {result_path(replace(config, seed=s))} "
+                  "(skipped; --force reruns it)")
+    run_seeds(config, todo)
     print()
     rewards = training_rewards(config, seeds)
     if rewards:
@@ -172,6 +129,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
     from harness import assets
     from harness.backend import start_ray, warm_start
+    from harness.launch import validate
     from harness.warmstart import cache
 
     config = cfg.resolve(args.preset, {**overrides_from(args), "warm_start": True})
@@ -300,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.bench import add_parser as add_bench
 
     add_bench(sub)
+    from harness.reports import compare, reproduce
+
+    reproduce.add_parser(sub)
+    compare.add_parser(sub)
     ex = sub.add_parser("explain", help="one response's per-token credit under GDPO and MRTPO "
                                         "(HTML + PNG)")
     ex.add_argument("--run", required=True, help="a stored result (seedK.json) whose config to use")
@@ -315,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {"run": cmd_run, "sft": cmd_sft, "list": cmd_list, "score": cmd_score, "explain": cmd_explain,
-                "bench": lambda a: a.bench_fn(a)}
+                "bench": lambda a: a.bench_fn(a), "reproduce": lambda a: a.handler(a),
+                "compare": lambda a: a.handler(a)}
     try:
         return handlers[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, MissingAssetError) as exc:

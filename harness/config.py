@@ -260,6 +260,14 @@ PRESETS.add("smoke-learn", Preset(
 ))
 
 
+PRESETS.add("smoke-learn-30", Preset(
+    "smoke-learn-30",
+    "smoke-learn for 30 steps: the smoke Table 3 and Figure 4 (curves long enough for the "
+    "format reward to rise)",
+    {**PRESETS.get("smoke-learn").overrides, "steps": 30},
+))
+
+
 def resolve(preset: str, overrides: dict[str, Any]) -> RunConfig:
     """Defaults -> preset -> overrides."""
     base = apply_overrides(RunConfig(), PRESETS.get(preset).overrides)

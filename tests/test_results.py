@@ -8,7 +8,7 @@ import pytest
 from harness import cli
 from harness.config import resolve
 from harness.results import atomic_write_json, result_path, stored_seeds
-from harness.tables import cell, mean_std
+from harness.reports.aggregate import cell, mean_std
 
 
 def test_atomic_write_keeps_old_file_when_interrupted(tmp_path, monkeypatch):

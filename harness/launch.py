@@ -1,0 +1,77 @@
+"""Running seeds of one config: what ``harness run`` does and ``reproduce`` does per cell.
+
+Resolves paths to absolute ones (workers may run elsewhere), fails on unknown names and
+missing data before anything slow starts, skips stored seeds (refusing ones stored with other
+settings), prepares the embedded model once in the driver, starts Ray, trains the warm start
+when the setting asks for it (cached), then trains and evaluates each missing seed.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from harness import config as cfg
+
+
+def absolute(config: cfg.RunConfig) -> cfg.RunConfig:
+    config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
+    if config.task.data_dir:
+        config = replace(config, task=replace(config.task,
+                                              data_dir=str(Path(config.task.data_dir).resolve())))
+    if Path(config.model.model).expanduser().is_dir():
+        config = replace(config, model=replace(
+            config.model, model=str(Path(config.model.model).expanduser().resolve())))
+    return config
+
+
+def validate(config: cfg.RunConfig) -> None:
+    """Fail on unknown names and missing data before anything slow starts."""
+    import methods
+    from harness.data import get_task, load_train
+    from harness.plugins import load_plugins
+
+    load_plugins(config.plugins)
+    get_task(config)
+    load_train(config)  # a missing or malformed data file fails here, before workers start
+    method = methods.get(config.method.method)  # unknown names and bad compositions fail here
+    config.method.options()
+    missing = set(method.needs) - {"replay", "counterfactual", "teacher"}
+    if missing:
+        raise ValueError(f"method {method.name!r} needs {sorted(missing)} forward passes, "
+                         "which this trainer does not run yet")
+    if config.rollout.engine != "hf":
+        raise ValueError(f"rollout engine {config.rollout.engine!r} is not available in this "
+                         "version; use --engine hf")
+
+
+def pending_seeds(config: cfg.RunConfig, seeds: list[int], force: bool = False) -> list[int]:
+    """The seeds to run; stored ones are checked against the requested settings."""
+    from harness.results import check_stored, stored_seeds
+
+    stored = stored_seeds(config)
+    for s in seeds:
+        if s in stored and not force:
+            check_stored(replace(config, seed=s), stored[s])
+    return [s for s in seeds if force or s not in stored]
+
+
+def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print) -> list[Path]:
+    """Train and evaluate these seeds (no check of what is stored: see ``pending_seeds``)."""
+    from harness import assets
+    from harness.backend import start_ray, train_seed
+
+    if not seeds:
+        return []
+    if config.model.model == assets.SMOLLM2_NAME:
+        assets.prepare_smollm2()  # once, in the driver, before workers race for it
+    start_ray()
+    if config.warmstart.warm_start:
+        from harness.backend import warm_start
+
+        log(f"warm start: {warm_start(config)}")
+    out = []
+    for s in seeds:
+        path = train_seed(replace(config, seed=s))
+        log(f"seed {s}: stored {path}")
+        out.append(path)
+    return out

@@ -1,0 +1,98 @@
+"""Seeds -> cells: mean, sample standard deviation and n; which cell is best per column; and
+the refusal to pool seeds whose stored settings differ."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample (Bessel-corrected) standard deviation; std is NaN for one value."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("no values")
+    mean = sum(values) / n
+    if n == 1:
+        return mean, float("nan")
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var)
+
+
+def cell(values: Sequence[float], digits: int = 2) -> str:
+    mean, std = mean_std(values)
+    if math.isnan(std):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: the per-seed values (seed -> value), or why there are none."""
+
+    values: tuple[tuple[int, float], ...] = ()
+    note: str = ""  # "needs DATA_DIR/...", "not run", ...
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return mean_std([v for _, v in self.values])[0] if self.values else float("nan")
+
+    @property
+    def std(self) -> float:
+        return mean_std([v for _, v in self.values])[1] if self.values else float("nan")
+
+    def text(self, digits: int = 2) -> str:
+        return cell([v for _, v in self.values], digits) if self.values else (self.note or "–")
+
+
+def best_rows(cells: Sequence[Cell], higher: bool = True) -> set[int]:
+    """Indices of the cells with the best mean (ties all marked); none when fewer than two
+    cells have values."""
+    have = [(i, c.mean) for i, c in enumerate(cells) if c.values]
+    if len(have) < 2:
+        return set()
+    top = max(m for _, m in have) if higher else min(m for _, m in have)
+    return {i for i, m in have if abs(m - top) <= 1e-9}
+
+
+def mean_of_columns(row: Sequence[Cell]) -> Cell:
+    """Per seed, the mean of the row's cells that have that seed (the paper's "Avg.")."""
+    seeds = sorted({s for c in row for s, _ in c.values})
+    out = []
+    for s in seeds:
+        vals = [dict(c.values)[s] for c in row if s in dict(c.values)]
+        if len(vals) == sum(1 for c in row if c.values):
+            out.append((s, sum(vals) / len(vals)))
+    return Cell(tuple(out), "" if out else "–")
+
+
+def paired_difference(a: Cell, b: Cell) -> Cell:
+    """Per seed present in both: a - b (the paired comparison of two methods)."""
+    da, db = dict(a.values), dict(b.values)
+    return Cell(tuple((s, da[s] - db[s]) for s in sorted(set(da) & set(db))))
+
+
+def settings_differ(paths: Sequence[Path]) -> dict[str, list]:
+    """The identity fields whose stored values differ among these result files (field ->
+    values, in the order of ``paths``); empty when they may be pooled."""
+    from harness.config import RunConfig
+    from harness.results import identity, load_result
+
+    ids = [identity(RunConfig.from_dict(load_result(p)["config"])) for p in paths]
+    keys = sorted(set().union(*ids)) if ids else []
+    return {k: [i.get(k) for i in ids] for k in keys
+            if any(json.dumps(i.get(k)) != json.dumps(ids[0].get(k)) for i in ids)}
+
+
+def check_poolable(paths: Sequence[Path]) -> None:
+    diff = settings_differ(paths)
+    if diff:
+        lines = "; ".join(f"{k}: {v}" for k, v in diff.items())
+        raise ValueError(f"these seeds were made with different settings and are not pooled "
+                         f"into one cell ({', '.join(str(p) for p in paths)}): {lines}")

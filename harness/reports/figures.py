@@ -1,0 +1,233 @@
+"""Figures from stored runs (matplotlib, PNG and PDF): training curves over seeds, benchmark
+numbers at the steps where they were evaluated, steps to a reward threshold, and where the
+replay distance falls."""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Sequence
+
+from harness.reports.plan import Job, Plan
+
+
+def train_log(job: Job, seed: int) -> list[dict]:
+    from harness.results import result_path
+
+    path = result_path(job.seed_config(seed)).with_suffix(".train.jsonl")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the per-step log of a stored seed is missing")
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def series(logs: Sequence[list[dict]], key: str) -> tuple[list[int], list[list[float]]]:
+    """Steps present in every seed's log and, per step, the seeds' values of ``key``."""
+    steps = sorted(set.intersection(*[{int(r["step"]) for r in log if key in r} for log in logs]))
+    by = [{int(r["step"]): float(r[key]) for r in log if key in r} for log in logs]
+    return steps, [[b[s] for b in by if not math.isnan(b[s])] for s in steps]
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default) of a non-empty list."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def trailing_mean(values: Sequence[float], window: int) -> list[float]:
+    return [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
+            for i in range(len(values))]
+
+
+def steps_to_threshold(log: list[dict], key: str, value: float, window: int = 1) -> int | None:
+    """First step whose trailing mean (over ``window`` steps) of ``key`` reaches ``value``;
+    None if no step does."""
+    rows = [(int(r["step"]), float(r[key])) for r in log if key in r]
+    for (step, _), m in zip(rows, trailing_mean([v for _, v in rows], window)):
+        if m >= value:
+            return step
+    return None
+
+
+def median_steps(per_seed: Sequence[int | None]) -> str:
+    """The median over seeds, with "not reached" counted as later than any step; the text
+    says how many seeds reached it."""
+    reached = [s for s in per_seed if s is not None]
+    n = len(per_seed)
+    order = sorted(per_seed, key=lambda s: math.inf if s is None else s)
+    if n == 0:
+        return "no seeds"
+    mid = [order[(n - 1) // 2], order[n // 2]]
+    if any(m is None for m in mid):
+        return f"not reached ({len(reached)} of {n} seeds reached it)"
+    return f"{statistics.median(mid):g} ({len(reached)} of {n} seeds reached it)"
+
+
+def _figure(n_panels: int):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(n_panels, 2)
+    rows = math.ceil(n_panels / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.8 * rows), squeeze=False)
+    return plt, fig, [a for row in axes for a in row]
+
+
+def save(fig, out_dir: Path, name: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        p = out_dir / f"{name}.{ext}"
+        tmp = p.with_name(f".{p.name}.tmp")
+        fig.savefig(tmp, format=ext, dpi=130, bbox_inches="tight")
+        tmp.replace(p)  # atomic: a reader never sees half a figure
+        paths.append(p)
+    return paths
+
+
+def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
+    """Training curves (median and interquartile band over seeds, or the seeds' range with
+    ``band = "range"``), benchmark numbers at the evaluated steps (mean over seeds, error bars
+    = sample std), and steps to the threshold. Returns the files and a Markdown summary."""
+    from harness.reports.aggregate import mean_std
+    from harness.results import load_result, result_path
+
+    spec, setting = plan.spec, plan.setting
+    band = spec.raw.get("band", "iqr")
+    panels = list(spec.raw.get("curves", ())) + list(spec.raw.get("evaluated", ()))
+    plt, fig, axes = _figure(len(panels))
+    summary = [f"# {spec.name}: {spec.title}", "", spec.caption, ""]
+    thr = spec.raw.get("threshold")
+    per_method: dict[str, list[int | None]] = {}
+    jobs = [j for j in plan.jobs if j.stored and not j.row.base]
+    for job in jobs:
+        logs = [train_log(job, s) for s in job.stored]
+        label = f"{job.row.label} (n={len(logs)})"
+        for ax, panel in zip(axes, spec.raw.get("curves", ())):
+            steps, vals = series(logs, panel["key"])
+            mid = [statistics.median(v) if band == "iqr" else sum(v) / len(v) for v in vals]
+            lo = [quantile(v, 0.25) if band == "iqr" else min(v) for v in vals]
+            hi = [quantile(v, 0.75) if band == "iqr" else max(v) for v in vals]
+            (line,) = ax.plot(steps, mid, label=label)
+            ax.fill_between(steps, lo, hi, alpha=0.2, color=line.get_color())
+            ax.set_title(panel["label"])
+            ax.set_xlabel("training step")
+        results = [load_result(result_path(job.seed_config(s))) for s in job.stored]
+        for ax, panel in zip(axes[len(spec.raw.get("curves", ())):], spec.raw.get("evaluated", ())):
+            for metric in panel["metrics"]:
+                vals = [float(r["metrics"][metric]) for r in results if metric in r["metrics"]]
+                steps = [int(r["train"].get("steps", 0)) for r in results]
+                if vals:
+                    m, sd = mean_std(vals)
+                    ax.errorbar([statistics.median(steps)], [m], yerr=[0 if math.isnan(sd) else sd],
+                                fmt="o", capsize=4, label=f"{job.row.label} {metric}")
+            ax.set_title(panel["label"] + " (evaluated after training)")
+            ax.set_xlabel("training step")
+        if thr:
+            per_method[job.row.label] = [steps_to_threshold(log, thr["key"], thr["value"],
+                                                            setting.smooth) for log in logs]
+    for ax in axes[:len(panels)]:
+        if ax.has_data():
+            ax.legend(fontsize=7)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{spec.title} ({setting.name}: {', '.join(setting.models)})", fontsize=10)
+    files = save(fig, out_dir, spec.name)
+    plt.close(fig)
+    if thr:
+        how = (f"trailing mean over {setting.smooth} steps" if setting.smooth > 1
+               else "per-step value")
+        summary += [f"Median steps to a training {thr['key'].split('/')[-1]} reward of "
+                    f"{thr['value']} ({how}):", ""]
+        paper = (spec.paper.get(f"steps to {thr['key'].split('/')[-1]} {thr['value']}") or {})
+        for method, per_seed in per_method.items():
+            seeds = ", ".join("not reached" if s is None else str(s) for s in per_seed)
+            ref = paper.get(method.lower())
+            summary.append(f"- {method}: {median_steps(per_seed)}; per seed: {seeds}"
+                           + (f" (paper: {ref})" if ref is not None else ""))
+        summary.append("")
+    missing = [j for j in plan.jobs if not j.stored]
+    if missing:
+        summary.append("Not shown (no stored seed): " + ", ".join(
+            f"{j.row.label} on {j.task}" + (f" ({j.blocked})" if j.blocked else "")
+            for j in missing))
+        summary.append("")
+    summary += [f"![{spec.name}]({files[0].name})", ""]
+    return files, "\n".join(summary)
+
+
+def diagnostics(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
+    """Figure 6: per task, the share of each reward's replay distance on its top 1/5/10 %
+    tokens (gray: uniform) and on each part of the response, mean over steps and seeds."""
+    spec = plan.spec
+    jobs = [j for j in plan.jobs if j.stored]
+    plt, fig, axes = _figure(2 * max(1, len(jobs)))
+    summary = [f"# {spec.name}: {spec.title}", "", spec.caption, ""]
+    for i, job in enumerate(jobs):
+        rows = [r for s in job.stored for r in train_log(job, s)]
+        keys = sorted({k for r in rows for k in r if k.startswith("diag/")})
+        means = {k: statistics.mean(float(r[k]) for r in rows if k in r) for k in keys}
+        rewards = sorted({k.split("/")[1] for k in keys})
+        top_ax, part_ax = axes[2 * i], axes[2 * i + 1]
+        for j, reward in enumerate(rewards):
+            tops = [means.get(f"diag/{reward}/top{p}", math.nan) for p in (1, 5, 10)]
+            top_ax.bar([x + 0.8 * j / len(rewards) for x in range(3)], tops,
+                       width=0.8 / len(rewards), label=reward)
+            parts = sorted({k.split("/")[-1] for k in keys if k.startswith(f"diag/{reward}/part/")})
+            part_ax.bar([x + 0.8 * j / len(rewards) for x in range(len(parts))],
+                        [means[f"diag/{reward}/part/{p}"] for p in parts],
+                        width=0.8 / len(rewards), label=reward)
+            part_ax.set_xticks(range(len(parts)), parts)
+            summary.append(f"- {job.task}, {reward}: top 1/5/10 % tokens hold "
+                           + " / ".join(f"{t:.2f}" for t in tops) + " of the distance; parts "
+                           + ", ".join(f"{p} {means[f'diag/{reward}/part/{p}']:.2f}"
+                                       for p in parts))
+        top_ax.scatter(range(3), [0.01, 0.05, 0.10], color="gray", marker="_", s=400,
+                       label="uniform (GDPO)", zorder=3)
+        top_ax.set_xticks(range(3), ["top 1 %", "top 5 %", "top 10 %"])
+        top_ax.set_title(f"{job.task}: share held by the top tokens")
+        part_ax.set_title(f"{job.task}: share on each part of the response")
+        for ax in (top_ax, part_ax):
+            if ax.has_data():
+                ax.legend(fontsize=7)
+    if not jobs:
+        raise FileNotFoundError(f"{spec.name}: no stored {spec.methods()} run to read "
+                                "diagnostics from; run the spec without --dry-run first")
+    files = save(fig, out_dir, spec.name)
+    plt.close(fig)
+    summary += ["", f"![{spec.name}]({files[0].name})", ""]
+    return files, "\n".join(summary)
+
+
+def explained(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
+    """Figures 1-3, 7, 8: ``explain`` on the spec's stored run (its starting model)."""
+    import shutil
+
+    from harness.explain import explain
+    from harness.results import result_path
+
+    spec = plan.spec
+    job = next((j for j in plan.jobs if j.stored), None)
+    if job is None:
+        raise FileNotFoundError(f"{spec.name}: no stored {spec.methods()} run on "
+                                f"{spec.tasks(plan.setting.name)}; run it without --dry-run first")
+    run = result_path(job.seed_config(job.stored[0]))
+    html_path, png_path = explain(run, int(spec.raw.get("example", 0)), out_dir / "explain")
+    files = []
+    for src, ext in ((png_path, "png"), (html_path, "html")):
+        dst = out_dir / f"{spec.name}.{ext}"
+        shutil.copyfile(src, dst)
+        files.append(dst)
+    return files, (f"# {spec.name}: {spec.title}\n\n{spec.caption}\n\nFrom `explain --run {run} "
+                   f"--example {spec.raw.get('example', 0)}`.\n\n![{spec.name}]({files[0].name})\n")

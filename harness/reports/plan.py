@@ -1,0 +1,178 @@
+"""Which runs a spec needs, which of them are stored, which cannot run here, and what the rest
+would cost.
+
+A run is (task, method, model, setting, seed); its config comes from the spec's training preset
+with the row's overrides, exactly as ``harness run`` would build it, so a stored seed is found
+under the same folder and checked against the same identity fields.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from harness import config as cfg
+from harness.reports.spec import Row, Setting, Spec
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (row, model, task) of a spec: a config and the seeds it should have."""
+
+    row: Row
+    model_label: str  # as the spec names it
+    task: str
+    config: cfg.RunConfig  # seed 0's; seed k is replace(config, seed=k)
+    seeds: tuple[int, ...]
+    stored: tuple[int, ...] = ()
+    blocked: str = ""  # why it cannot run here (missing model or data); "" if it can
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        return tuple(s for s in self.seeds if s not in self.stored)
+
+    def seed_config(self, seed: int) -> cfg.RunConfig:
+        return replace(self.config, seed=seed)
+
+
+@dataclass
+class Plan:
+    spec: Spec
+    setting: Setting
+    jobs: list[Job] = field(default_factory=list)
+
+    @property
+    def blocked(self) -> dict[str, str]:
+        """What cannot run here -> why, once per reason's subject."""
+        return {f"{j.task} ({j.model_label})": j.blocked for j in self.jobs if j.blocked}
+
+    def to_run(self) -> list[tuple[Job, int]]:
+        return [(j, s) for j in self.jobs if not j.blocked for s in j.missing]
+
+
+def model_for(name: str, setting: Setting, model_dir: str | None) -> tuple[str, str]:
+    """(what --model takes, why it is missing or ""): embedded names as they are, paper models
+    as folders under --model-dir."""
+    from harness.models import EMBEDDED
+
+    if name in EMBEDDED:
+        return name, ""
+    if not model_dir:
+        return name, f"model {name}: pass --model-dir, a folder holding {name}/ (an HF model)"
+    folder = Path(model_dir).expanduser().resolve() / name
+    if not (folder / "config.json").is_file():
+        return str(folder), f"model {name}: {folder} holds no HF model (config.json)"
+    return str(folder), ""
+
+
+def run_config(spec: Spec, setting: Setting, row: Row, model: str, task: str,
+               results_dir: str, data_dir: str | None) -> cfg.RunConfig:
+    overrides = {"task": task, "method": row.method, "model": model,
+                 "results_dir": str(Path(results_dir).resolve()), **dict(row.overrides)}
+    if data_dir:
+        overrides["data_dir"] = str(Path(data_dir).expanduser().resolve())
+    if row.base:
+        overrides["steps"] = 0
+    return cfg.resolve(setting.preset_for(task), overrides)
+
+
+_DATA_CHECKED: dict[tuple, str] = {}
+
+
+def data_problem(config: cfg.RunConfig) -> str:
+    """Why this task cannot be trained and evaluated here ("" if it can); checked once per
+    (task, data dir, training set) by loading its training set and benchmark."""
+    from harness.data import get_task, load_eval, load_train
+
+    key = (config.task.task, config.task.data_dir, config.task.train_data)
+    if key not in _DATA_CHECKED:
+        try:
+            load_train(config)
+            load_eval(get_task(config), config)
+            _DATA_CHECKED[key] = ""
+        except (FileNotFoundError, ValueError) as exc:
+            _DATA_CHECKED[key] = str(exc).splitlines()[0]
+    return _DATA_CHECKED[key]
+
+
+def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
+              results_dir: str = "results", data_dir: str | None = None,
+              model_dir: str | None = None) -> Plan:
+    from harness.results import check_stored, stored_seeds
+
+    setting = spec.setting(setting_name)
+    n_seeds = seeds or setting.seeds
+    plan = Plan(spec, setting)
+    for model_label in setting.models:
+        model, model_missing = model_for(model_label, setting, model_dir)
+        for task in spec.tasks(setting_name):
+            for row in spec_rows(spec):
+                config = run_config(spec, setting, row, model, task, results_dir, data_dir)
+                want = (0,) if row.base else tuple(range(n_seeds))
+                stored = stored_seeds(config)
+                for s in want:
+                    if s in stored:  # a seed made with other settings must not be pooled
+                        check_stored(replace(config, seed=s), stored[s])
+                have = tuple(s for s in want if s in stored)
+                blocked = model_missing or ("" if len(have) == len(want)
+                                            else data_problem(config))
+                plan.jobs.append(Job(row, model_label, task, config, want, have, blocked))
+    return plan
+
+
+def spec_rows(spec: Spec) -> tuple[Row, ...]:
+    """Benchmark specs have rows; curve, diagnostic and explain specs name methods."""
+    if spec.rows:
+        return spec.rows
+    return tuple(Row(label=m, method=m) for m in spec.methods())
+
+
+def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
+    """(estimated seconds of the missing runs, how many had nothing to estimate from).
+
+    A missing seed is estimated from the stored seeds closest to it: the same task, method and
+    preset, else the same task and preset, else the same task and method, else the same task:
+    their start-up and evaluation time (``wall_seconds`` less their steps) plus its own step
+    count times their median seconds per step."""
+    from harness.results import load_result
+
+    stored = []
+    for p in Path(results_dir).glob("*/*/*/*/seed*.json"):
+        try:
+            r = load_result(p)
+            c = r["config"]
+            stored.append((c["task"]["task"], c["method"]["method"], c["preset"],
+                           c["training"]["steps"], float(r["wall_seconds"]),
+                           float(r.get("train", {}).get("time/step/mean", 0.0))))
+        except (ValueError, KeyError, TypeError):
+            continue  # not a result file of this version: nothing to estimate from
+    total, unknown = 0.0, 0
+    for job, _ in plan.to_run():
+        c = job.config
+        steps = c.training.steps
+        near = []
+        for match in (lambda s: s[:3] == (c.task.task, c.method.method, c.preset),
+                      lambda s: (s[0], s[2]) == (c.task.task, c.preset),
+                      lambda s: s[:2] == (c.task.task, c.method.method),
+                      lambda s: s[0] == c.task.task):
+            near = [s for s in stored if match(s)]
+            if near:
+                break
+        if not near:
+            unknown += 1
+            continue
+        # wall = fixed (start-up + evaluation) + steps * s/step
+        fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps in near)
+        per_step = statistics.median(sps for *_, sps in near if sps > 0) if any(
+            s[5] > 0 for s in near) else 0.0
+        total += fixed + steps * per_step
+    return total, unknown
+
+
+def needs_text(reason: str) -> str:
+    """The short form a table cell shows for a run that cannot be made here."""
+    m = re.search(r"DATA_DIR/[\w.\-]+", reason)
+    if reason.startswith("model "):
+        return "needs --model-dir"
+    return f"needs {m.group(0)}" if m else "needs --data-dir"

@@ -1,0 +1,85 @@
+"""A table grid -> Markdown (terminal and ``results/tables/*.md``), CSV (one line per cell,
+mean / std / n) and LaTeX (booktabs). The best mean per column is bold."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from harness.reports.aggregate import Cell, best_rows
+
+
+@dataclass
+class Grid:
+    """One block of a table: the rows of one model (or of the paper's numbers)."""
+
+    title: str
+    row_header: str
+    groups: list[str]  # column group per column ("" for none)
+    columns: list[str]
+    rows: list[tuple[str, list[Cell]]] = field(default_factory=list)
+    mark_best: bool = True
+
+    def best(self) -> list[set[int]]:
+        if not self.mark_best:
+            return [set() for _ in self.columns]
+        return [best_rows([cells[j] for _, cells in self.rows]) for j in range(len(self.columns))]
+
+
+def _headers(grid: Grid) -> list[str]:
+    return [f"{g} {c}".strip() for g, c in zip(grid.groups, grid.columns)]
+
+
+def markdown(grid: Grid) -> str:
+    best = grid.best()
+    lines = [f"**{grid.title}**", "", "| " + " | ".join([grid.row_header, *_headers(grid)]) + " |",
+             "|" + "---|" * (len(grid.columns) + 1)]
+    for i, (label, cells) in enumerate(grid.rows):
+        texts = [f"**{c.text()}**" if i in best[j] else c.text() for j, c in enumerate(cells)]
+        lines.append("| " + " | ".join([label, *texts]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def latex(grid: Grid) -> str:
+    best = grid.best()
+
+    def esc(s: str) -> str:
+        return (s.replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%")
+                .replace("_", r"\_").replace("#", r"\#").replace("±", r"$\pm$")
+                .replace("β", r"$\beta$"))
+
+    spans: list[tuple[str, int]] = []
+    for g in grid.groups:
+        if spans and spans[-1][0] == g:
+            spans[-1] = (g, spans[-1][1] + 1)
+        else:
+            spans.append((g, 1))
+    out = [f"% {grid.title}", r"\begin{tabular}{l" + "c" * len(grid.columns) + "}", r"\toprule"]
+    if any(g for g in grid.groups):
+        entries = [""]
+        for g, n in spans:
+            entries += [rf"\multicolumn{{{n}}}{{c}}{{{esc(g)}}}"] if g else [""] * n
+        out.append(" & ".join(entries) + r" \\")
+    out.append(" & ".join([esc(grid.row_header), *map(esc, grid.columns)]) + r" \\")
+    out.append(r"\midrule")
+    for i, (label, cells) in enumerate(grid.rows):
+        texts = [rf"\textbf{{{esc(c.text())}}}" if i in best[j] else esc(c.text())
+                 for j, c in enumerate(cells)]
+        out.append(" & ".join([esc(label), *texts]) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(out) + "\n"
+
+
+def csv_rows(grids: Sequence[Grid]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["block", "row", "column", "mean", "std", "n", "seeds", "note"])
+    for grid in grids:
+        for label, cells in grid.rows:
+            for head, c in zip(_headers(grid), cells):
+                fmt = lambda v: "" if math.isnan(v) else f"{v:.4f}"
+                w.writerow([grid.title, label, head, fmt(c.mean), fmt(c.std), c.n,
+                            " ".join(str(s) for s, _ in c.values), c.note])
+    return buf.getvalue()

@@ -1,0 +1,145 @@
+"""``python -m harness reproduce NAME`` (``./reproduce.sh NAME``): run what a table or figure
+still lacks, then render it.
+
+For each spec: the plan (every run it reads: stored, missing, or impossible here and why);
+with ``--dry-run`` that and the estimated wall time from stored step times, nothing else;
+otherwise the missing seeds run (the paper setting refuses to start while any model or data
+set is missing, naming each), and the table goes to ``results/tables/NAME.{md,csv,tex}`` and
+the figure to ``results/figures/NAME.{png,pdf}`` plus a Markdown summary.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.reports import figures, render, spec as specs, tables
+from harness.reports.plan import Plan, estimate_seconds, make_plan
+
+SMOKE_NOTE = ("SMOKE numbers: the embedded SmolLM2-135M-Instruct trained on this CPU for a few "
+              "steps on small offline sets and evaluated on small subsets. They show the "
+              "pipeline and the methods moving; they are not the paper's setting or numbers.")
+
+
+def describe(plan: Plan, results_dir: str) -> str:
+    lines = [f"{plan.spec.name} ({plan.setting.name}): {plan.spec.title}"]
+    said: set[tuple[str, str]] = set()
+    for j in plan.jobs:
+        if j.blocked and j.missing:
+            if (j.task, j.blocked) not in said:  # one line per task and reason, not per row
+                said.add((j.task, j.blocked))
+                lines.append(f"  {j.task:<12} {'(every row)':<14} {j.model_label:<26} "
+                             f"{j.config.preset:<16} cannot run here: {j.blocked}")
+            continue
+        state = f"stored seeds {list(j.stored)}" + (f", to run {list(j.missing)}"
+                                                     if j.missing else "")
+        lines.append(f"  {j.task:<12} {j.row.label:<14} {j.model_label:<26} "
+                     f"{j.config.preset:<16} {state}")
+    todo = plan.to_run()
+    seconds, unknown = estimate_seconds(plan, results_dir)
+    est = f"about {seconds / 60:.0f} min" if seconds else "nothing stored to estimate from"
+    if unknown and seconds:
+        est += f" (+ {unknown} run(s) with nothing stored to estimate from)"
+    lines.append(f"  {len(todo)} run(s) to do" + (f", {est}" if todo else ""))
+    return "\n".join(lines)
+
+
+def execute(plan: Plan) -> None:
+    from harness.launch import validate, run_seeds
+
+    for job in plan.jobs:
+        if job.blocked or not job.missing:
+            continue
+        validate(job.config)
+        run_seeds(job.config, list(job.missing))
+
+
+def write_table(name: str, grids: list, out_dir: Path, header: str = "") -> Path:
+    from harness.results import atomic_write_text
+
+    md = "\n".join(([header, ""] if header else []) + [render.markdown(g) for g in grids])
+    atomic_write_text(out_dir / f"{name}.md", md)
+    atomic_write_text(out_dir / f"{name}.csv", render.csv_rows(grids))
+    atomic_write_text(out_dir / f"{name}.tex", "\n".join(render.latex(g) for g in grids))
+    print(md)
+    return out_dir / f"{name}.md"
+
+
+def reproduce_one(name: str, args: argparse.Namespace) -> int:
+    from harness.results import atomic_write_text
+
+    spec = specs.get(name)
+    tables_dir, figures_dir = Path(args.output_dir) / "tables", Path(args.output_dir) / "figures"
+    if spec.kind == "methods":
+        print(f"wrote {write_table(name, [tables.methods_grid(spec)], tables_dir, spec.caption)}")
+        return 0
+    if spec.kind == "presets":
+        print(f"wrote {write_table(name, [tables.presets_grid(spec)], tables_dir, spec.caption)}")
+        return 0
+    if spec.kind == "localisation":
+        raise ValueError(f"{name} needs replay distances per constraint type (Dist. and Tok. "
+                         "apart, per satisfied constraint), which the per-step diagnostics of "
+                         "this version do not store (they keep each reward slot's span ratio); "
+                         "it cannot be rendered yet")
+    plan = make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
+                     args.model_dir)
+    print(describe(plan, args.results_dir))
+    if args.dry_run:
+        return 0
+    if args.preset == "paper" and plan.blocked:
+        print("the paper setting needs, before anything starts:")
+        for what, why in plan.blocked.items():
+            print(f"  {what}: {why}")
+        return 2
+    execute(plan)
+    plan = make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
+                     args.model_dir)  # now with the new seeds stored
+    header = f"> {SMOKE_NOTE}" if args.preset == "smoke" else ""
+    if plan.blocked:
+        header += "\n\nCells that need data or models this machine lacks:\n" + "\n".join(
+            f"- {what}: {why}" for what, why in plan.blocked.items())
+    if spec.kind == "benchmark":
+        print(f"wrote {write_table(name, tables.benchmark_grids(plan), tables_dir, header)}")
+        return 0
+    make = {"curves": figures.curves, "diagnostics": figures.diagnostics,
+            "explain": figures.explained}[spec.kind]
+    files, summary = make(plan, figures_dir)
+    md = figures_dir / f"{name}.md"
+    atomic_write_text(md, (header + "\n\n" if header else "") + summary)
+    print(summary)
+    for f in [*files, md]:
+        print(f"wrote {f}")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    names = specs.SPECS.names() if args.name == "all" else [args.name]
+    if args.name == "all":  # tables first, then figures, each in number order
+        names.sort(key=lambda n: (not n.startswith("table"), int("".join(filter(str.isdigit, n)))))
+    rc = 0
+    for n in names:
+        try:
+            rc = max(rc, reproduce_one(n, args))
+        except (ValueError, FileNotFoundError) as exc:
+            if args.name != "all":
+                raise
+            print(f"{n}: {exc}")
+            rc = 2
+    return rc
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("reproduce", help="run what a paper table or figure lacks, then render it "
+                                         "(tables/ and figures/ under --output-dir)")
+    p.add_argument("name", help="table1 ... table9, figure1 ... figure8, or all")
+    p.add_argument("--preset", choices=specs.SETTINGS, default="smoke",
+                   help="smoke: the embedded model on this machine; paper: the paper's models "
+                        "and data (--model-dir, --data-dir)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the spec's)")
+    p.add_argument("--data-dir", default=None, help="published data sets (Spider, BIRD, ...)")
+    p.add_argument("--model-dir", default=None, help="a folder holding the paper's models, one "
+                                                     "HF folder per name")
+    p.add_argument("--results-dir", default="results", help="where runs are stored and read")
+    p.add_argument("--output-dir", default="results", help="tables/ and figures/ go here")
+    p.add_argument("--dry-run", action="store_true", help="list the runs, what is stored and "
+                                                          "the estimated time; run nothing")
+    p.set_defaults(handler=cmd_reproduce)

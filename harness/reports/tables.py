@@ -1,0 +1,119 @@
+"""Tables: the plain-text summary of ``harness run``, and the paper's tables built from their
+specs and the stored runs (benchmark tables), the method registry (Table 8) or the presets
+(Table 9)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from harness.reports.aggregate import Cell, cell, mean_of_columns
+from harness.reports.plan import Plan, needs_text
+from harness.reports.render import Grid
+from harness.reports.spec import Spec, paper_cell
+
+
+def render(rows: list[tuple[str, dict[str, list[float]]]], columns: Sequence[str],
+           title: str = "") -> str:
+    """A plain-text table: one row per (label, {column: values over seeds}); n = seeds."""
+    header = ["", *columns, "n"]
+    body = []
+    for label, data in rows:
+        n = max((len(v) for v in data.values()), default=0)
+        body.append([label, *[cell(data[c]) if data.get(c) else "-" for c in columns], str(n)])
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in
+                              enumerate(zip(r, widths)))
+    lines = ([title] if title else []) + [fmt(header), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in body]
+    return "\n".join(lines)
+
+
+def benchmark_grids(plan: Plan) -> list[Grid]:
+    """One grid per model from the stored seeds of every job, then one per model the paper
+    reports. A cell that cannot be made here says what it needs; a derived "mean" column is
+    the per-seed mean of the row's other cells."""
+    from harness.results import load_result, result_path
+
+    spec, setting = plan.spec, plan.setting
+    columns = spec.columns_for(setting.name)
+    jobs = {(j.model_label, j.task, j.row.label): j for j in plan.jobs}
+    grids = []
+    for model in setting.models:
+        presets = ", ".join(dict.fromkeys(setting.preset_for(t)
+                                          for t in spec.tasks(setting.name)))
+        grid = Grid(f"{spec.title}: {model}, setting {setting.name} (preset {presets})",
+                    spec.row_header, [c.group for c in columns], [c.label for c in columns])
+        for row in spec.rows:
+            cells: list[Cell] = []
+            for col in columns:
+                if col.derived:
+                    cells.append(mean_of_columns([c for c, k in zip(cells, columns) if not k.derived]))
+                    continue
+                job = jobs[(model, col.task, row.label)]
+                if job.stored:
+                    results = [(s, load_result(result_path(job.seed_config(s))))
+                               for s in job.stored]
+                    vals = tuple((s, float(r["metrics"][col.metric])) for s, r in results
+                                 if col.metric in r["metrics"])
+                    cells.append(Cell(vals, "" if vals else f"no metric {col.metric}"))
+                elif job.blocked:
+                    cells.append(Cell(note=needs_text(job.blocked)))
+                else:
+                    cells.append(Cell(note="not run"))
+            grid.rows.append((row.label, cells))
+        grids.append(grid)
+    paper_columns = [c for c in spec.columns if not c.settings or "paper" in c.settings]
+    for model, rows in spec.paper.items():
+        grid = Grid(f"The paper's numbers: {model}", spec.row_header,
+                    [c.group for c in paper_columns], [c.label for c in paper_columns])
+        for row in spec.rows:
+            if row.label in rows:
+                cells = [Cell(note="–" if paper_cell(t) is None else t)
+                         for t in rows[row.label]]
+                grid.rows.append((row.label, cells))
+        grid.mark_best = False
+        grids.append(grid)
+    return grids
+
+
+def methods_grid(spec: Spec) -> Grid:
+    """Table 8 from the method registry: each method's own description and source."""
+    import methods
+
+    grid = Grid(spec.title, "Method", ["", "", ""], ["What changes in the GDPO step", "Parts",
+                                                      "Source"], mark_best=False)
+    for name in spec.methods():
+        m = methods.get(name)
+        parts = ", ".join(f"{k}={v}" for k, v in vars(m.parts).items() if v not in (None, ()))
+        grid.rows.append((m.name, [Cell(note=m.help), Cell(note=parts), Cell(note=m.source)]))
+    return grid
+
+
+def preset_rows(names: Sequence[str]) -> dict[str, list[str]]:
+    """Table 9's parameters, read from the presets (parameter -> one value per preset)."""
+    from harness.config import resolve
+
+    configs = [resolve(n, {}) for n in names]
+    fmt = lambda x: f"{x:g}"
+    return {
+        "Training steps": [str(c.training.steps) for c in configs],
+        "Prompts per step / G": [f"{c.rollout.prompts_per_step} / {c.rollout.group_size}"
+                                 for c in configs],
+        "Rollout temp. / top-p / top-k": [
+            f"{c.rollout.temperature:.1f} / "
+            f"{'1.0' if c.rollout.top_p == 1.0 else f'{c.rollout.top_p:g}'} / "
+            f"{c.rollout.top_k or 'none'}" for c in configs],
+        "Learning rate": [fmt(c.training.lr) for c in configs],
+        "Max prompt / response tokens": [f"{c.rollout.max_prompt_tokens} / "
+                                         f"{c.rollout.max_response_tokens}" for c in configs],
+        "KL coefficient": [fmt(c.training.kl_coef) for c in configs],
+        "dtype": [c.model.dtype for c in configs],
+    }
+
+
+def presets_grid(spec: Spec) -> Grid:
+    names = spec.raw["presets"]
+    grid = Grid(spec.title, "Parameter", ["", "", ""], list(spec.raw.get("labels", names)),
+                mark_best=False)
+    for label, values in preset_rows(names).items():
+        grid.rows.append((label, [Cell(note=v) for v in values]))
+    return grid

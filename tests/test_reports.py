@@ -1,0 +1,225 @@
+"""Reports: specs, aggregation over seeds, the refusal to pool other settings, the reproduce
+plan (dry run, second run), rendering, compare, figures and the steps-to-threshold statistic."""
+import json
+import math
+
+import pytest
+
+from harness import cli
+from harness.reports import aggregate, figures, plan as planning, render, spec as specs
+from harness.reports.aggregate import Cell
+from harness.results import atomic_write_json, atomic_write_jsonl, result_path
+
+
+def store(job, seed, metrics, log=None, config=None, wall=100.0):
+    """A result file (and per-step log) as the trainer writes them, for one seed of a job."""
+    config = config or job.seed_config(seed)
+    path = result_path(job.seed_config(seed))
+    log = log or [{"step": 1, "reward/format": 0.1, "time/step": 2.0}]
+    atomic_write_jsonl(path.with_suffix(".train.jsonl"), log)
+    atomic_write_json(path, {"task": job.task, "method": job.row.method, "model": job.model_label,
+                             "seed": seed, "metrics": metrics, "num_eval_items": 20,
+                             "train": {"steps": len(log), "time/step/mean": 2.0},
+                             "wall_seconds": wall, "config": config.to_dict(), "versions": {},
+                             "git_commit": "test"})
+    return path
+
+
+def table3_plan(tmp_path, seeds=None):
+    return planning.make_plan(specs.get("table3"), "smoke", seeds, str(tmp_path))
+
+
+def fill(plan, value_of):
+    for job in plan.jobs:
+        for s in job.missing:
+            store(job, s, {"non_live_overall": value_of(job, s), "live_overall": 1.0,
+                           "format_rate": 50.0})
+
+
+def test_every_spec_loads_and_names_only_known_things():
+    names = specs.SPECS.names()
+    assert [f"table{i}" for i in range(1, 10)] == sorted(n for n in names if n.startswith("table"))
+    assert [f"figure{i}" for i in range(1, 9)] == sorted(n for n in names if n.startswith("figure"))
+    for name in names:
+        spec = specs.get(name)  # checks methods, tasks, presets and override fields
+        assert spec.title and spec.kind in specs.KINDS
+
+
+def test_a_spec_naming_an_unknown_method_fails_with_its_path(tmp_path):
+    bad = tmp_path / "tableX.toml"
+    bad.write_text('kind = "benchmark"\nrows = [{ label = "A", method = "gdpoo" }]\n'
+                   'columns = [{ label = "c", task = "bfcl", metric = "m" }]\n'
+                   '[settings.smoke]\npreset = "smoke"\nmodels = ["tiny-random"]\n')
+    with pytest.raises(specs.SpecError, match=r"tableX.toml.*Did you mean 'gdpo'"):
+        specs.check(specs.parse(bad))
+    bad.write_text('kind = "benchmark"\nrows = [\n')
+    with pytest.raises(specs.SpecError, match="tableX.toml: not valid TOML"):
+        specs.parse(bad)
+
+
+def test_table9_from_the_presets_matches_the_paper():
+    from harness.reports.tables import preset_rows
+
+    spec = specs.get("table9")
+    ours = preset_rows(spec.raw["presets"])
+    assert spec.paper and all(ours[k] == v for k, v in spec.paper.items())
+
+
+def test_paper_cells_parse_as_printed():
+    assert specs.paper_cell("74.24 ±1.26") == (74.24, 1.26)
+    mean, std = specs.paper_cell("62.38")
+    assert mean == 62.38 and math.isnan(std)
+    assert specs.paper_cell("–") is None
+
+
+def test_cells_are_mean_sample_std_and_n_over_seeds(tmp_path):
+    plan = table3_plan(tmp_path)
+    fill(plan, lambda job, s: {"GDPO": [10.0, 20.0, 30.0], "MRTPO": [30.0, 40.0, 50.0]}
+         .get(job.row.label, [5.0, 5.0, 5.0])[s])
+    grids = __import__("harness.reports.tables", fromlist=["x"]).benchmark_grids(
+        table3_plan(tmp_path))
+    ours = grids[0]
+    col = ours.columns.index("Overall")  # the first Overall is non-live
+    by_row = dict(ours.rows)
+    gdpo, mrtpo, base = by_row["GDPO"][col], by_row["MRTPO"][col], by_row["Base"][col]
+    assert (gdpo.mean, gdpo.std, gdpo.n) == (20.0, 10.0, 3)  # sample std of 10, 20, 30
+    assert (mrtpo.mean, mrtpo.n) == (40.0, 3) and base.n == 1  # the base row has one seed
+    assert gdpo.text() == "20.00 ± 10.00" and base.text() == "5.00"
+    best = ours.best()[col]
+    assert best == {[label for label, _ in ours.rows].index("MRTPO")}
+    assert "**40.00 ± 10.00**" in render.markdown(ours)
+    assert any(g.title.startswith("The paper's numbers: Qwen2.5-1.5B") for g in grids)
+
+
+def test_seeds_made_with_other_settings_are_never_pooled(tmp_path):
+    from dataclasses import replace
+
+    plan = table3_plan(tmp_path)
+    job = next(j for j in plan.jobs if j.row.label == "GDPO")
+    store(job, 0, {"non_live_overall": 1.0})
+    other = job.seed_config(1)
+    other = replace(other, training=replace(other.training, lr=3e-4))
+    store(job, 1, {"non_live_overall": 2.0}, config=other)
+    with pytest.raises(ValueError, match=r"seed1.json was made with other settings.*'lr'"):
+        table3_plan(tmp_path)
+    paths = [result_path(job.seed_config(s)) for s in (0, 1)]
+    assert "lr" in aggregate.settings_differ(paths)
+    with pytest.raises(ValueError, match="not pooled"):
+        aggregate.check_poolable(paths)
+
+
+def test_dry_run_lists_exactly_the_missing_runs(tmp_path, capsys):
+    plan = table3_plan(tmp_path)
+    gdpo = next(j for j in plan.jobs if j.row.label == "GDPO")
+    for s in (0, 1):
+        store(gdpo, s, {"non_live_overall": 1.0}, wall=400.0)
+    assert cli.main(["reproduce", "table3", "--dry-run", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[1]: line for line in out.splitlines() if line.startswith("  bfcl")}
+    assert "stored seeds [0, 1], to run [2]" in lines["GDPO"]
+    assert "stored seeds [], to run [0, 1, 2]" in lines["MRTPO"]
+    assert "stored seeds [], to run [0]" in lines["Base"]
+    assert "8 run(s) to do, about" in out  # 1 + 3 + 1 + 3, estimated from the stored seeds
+    todo = {(j.row.label, s) for j, s in table3_plan(tmp_path).to_run()}
+    assert ("GDPO", 2) in todo and ("GDPO", 0) not in todo and len(todo) == 8
+
+
+def test_a_second_invocation_runs_nothing_and_renders(tmp_path, capsys, monkeypatch):
+    import harness.launch
+
+    fill(table3_plan(tmp_path), lambda job, s: 10.0 + s)
+
+    def no_runs(*a, **k):
+        raise AssertionError("reproduce started a run although every seed is stored")
+
+    monkeypatch.setattr(harness.launch, "run_seeds", no_runs)
+    args = ["reproduce", "table3", "--results-dir", str(tmp_path), "--output-dir", str(tmp_path)]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "0 run(s) to do" in out and "SMOKE numbers" in out
+    md = (tmp_path / "tables" / "table3.md").read_text()
+    assert "11.00 ± 1.00" in md  # seeds 0, 1, 2 -> 10, 11, 12
+    csv_lines = (tmp_path / "tables" / "table3.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("block,row,column,mean,std,n")
+    assert any(",GDPO,Non-Live Overall,11.0000,1.0000,3," in line for line in csv_lines)
+    tex = (tmp_path / "tables" / "table3.tex").read_text()
+    assert r"\multicolumn{5}{c}{Non-Live}" in tex and r"$\pm$" in tex
+
+
+def test_cells_without_data_say_what_they_need(tmp_path):
+    from harness.reports.tables import benchmark_grids
+
+    plan = planning.make_plan(specs.get("table1"), "smoke", 1, str(tmp_path))
+    blocked = [j for j in plan.jobs if j.task == "text2sql"]
+    assert blocked and all("--data-dir" in j.blocked for j in blocked)
+    assert not any(j.blocked for j in plan.jobs if j.task == "spider-mini")
+    grid = benchmark_grids(plan)[0]
+    cells = dict(grid.rows)["GDPO"]
+    assert cells[grid.columns.index("Dev")].text() == "needs --data-dir"
+    assert cells[grid.columns.index("spider-mini")].text() == "not run"
+
+
+def test_paper_setting_names_every_missing_model_before_starting(tmp_path, capsys, monkeypatch):
+    import harness.launch
+
+    monkeypatch.setattr(harness.launch, "run_seeds", lambda *a, **k: pytest.fail("ran"))
+    rc = cli.main(["reproduce", "table3", "--preset", "paper", "--model-dir", str(tmp_path),
+                   "--results-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 2
+    assert "Qwen2.5-1.5B-Instruct" in out and "Qwen2.5-3B-Instruct" in out
+    assert "holds no HF model" in out
+
+
+def test_mean_column_is_the_per_seed_mean_of_the_row():
+    a = Cell(((0, 10.0), (1, 20.0)))
+    b = Cell(((0, 30.0), (1, 40.0)))
+    avg = aggregate.mean_of_columns([a, b, Cell(note="needs DATA_DIR/muldimif")])
+    assert avg.values == ((0, 20.0), (1, 30.0))
+
+
+def test_compare_gives_the_paired_per_seed_difference(tmp_path, capsys):
+    plan = table3_plan(tmp_path)
+    jobs = {j.row.label: j for j in plan.jobs}
+    for s, (g, m) in enumerate([(10.0, 13.0), (20.0, 21.0), (30.0, 35.0)]):
+        store(jobs["GDPO"], s, {"non_live_overall": g, "live_overall": 0.0, "format_rate": 1.0})
+        store(jobs["MRTPO"], s, {"non_live_overall": m, "live_overall": 0.0, "format_rate": 1.0})
+    folders = [str(result_path(jobs[k].config).parent) for k in ("MRTPO", "GDPO")]
+    assert cli.main(["compare", *folders]) == 0
+    out = capsys.readouterr().out
+    assert "| mrtpo/smoke-learn-30 | **23.00 ± 11.14** |" in out  # the best mean is bold
+    diff = aggregate.paired_difference(Cell(((0, 13.0), (1, 21.0), (2, 35.0))),
+                                       Cell(((0, 10.0), (1, 20.0), (2, 30.0))))
+    assert diff.values == ((0, 3.0), (1, 1.0), (2, 5.0)) and "3.00 ± 2.00" in out
+    assert "seeds in both: [0, 1, 2]" in out
+
+
+def test_steps_to_threshold_and_its_median_over_seeds():
+    log = [{"step": i + 1, "reward/format": v} for i, v in enumerate([0.2, 0.9, 0.1, 0.8, 0.9])]
+    assert figures.steps_to_threshold(log, "reward/format", 0.8) == 2
+    # trailing mean of 2: 0.2, 0.55, 0.5, 0.45, 0.85 -> step 5
+    assert figures.steps_to_threshold(log, "reward/format", 0.8, window=2) == 5
+    assert figures.steps_to_threshold(log, "reward/format", 0.95) is None
+    assert figures.median_steps([5, 3, None]) == "5 (2 of 3 seeds reached it)"
+    assert figures.median_steps([5, None, None]).startswith("not reached (1 of 3")
+    assert figures.median_steps([4, 6]) == "5 (2 of 2 seeds reached it)"
+    assert figures.quantile([1.0, 2.0, 3.0, 4.0], 0.25) == 1.75
+
+
+def test_figure4_from_stored_logs(tmp_path):
+    fplan = planning.make_plan(specs.get("figure4"), "smoke", 2, str(tmp_path))
+    for job in fplan.jobs:
+        for s in job.missing:
+            rise = {"grpo": 0.02, "gdpo": 0.05, "mrtpo": 0.11}[job.row.method]
+            log = [{"step": t, "reward/format": min(1.0, rise * t + 0.1 * s),
+                    "reward/correctness": -3 + 0.1 * t} for t in range(1, 21)]
+            store(job, s, {"non_live_overall": 10.0, "live_overall": 5.0, "format_rate": 80.0},
+                  log=log)
+    fplan = planning.make_plan(specs.get("figure4"), "smoke", 2, str(tmp_path))
+    files, summary = figures.curves(fplan, tmp_path / "figures")
+    png = files[0].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and files[1].read_bytes()[:4] == b"%PDF"
+    # mrtpo: the trailing mean of 5 steps of 0.11t (+0.1 on seed 1) first reaches 0.8 at step
+    # 10 (seed 0) and 9 (seed 1): median 9.5
+    assert "- mrtpo: 9.5 (2 of 2 seeds reached it)" in summary and "(paper: 13)" in summary
+    assert "- grpo: not reached (0 of 2" in summary
