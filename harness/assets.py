@@ -7,6 +7,7 @@ later loads of that folder take seconds instead of ~30 s of dequantisation.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -53,7 +54,17 @@ def prepare_smollm2(cache_dir: Path = CACHE_DIR) -> Path:
 
     folder, name = str(gguf.parent), gguf.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    quantised = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    import transformers.modeling_gguf_pytorch_utils as gguf_reader
+
+    # the reader draws its own tqdm bar, which no transformers switch turns off: give it a
+    # disabled one for this one call, so that setup's console stays quiet
+    bar = gguf_reader.tqdm
+    gguf_reader.tqdm = functools.partial(bar, disable=True)
+    try:
+        quantised = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
+                                                         dtype=torch.float32)
+    finally:
+        gguf_reader.tqdm = bar
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
     if hasattr(config, "quantization_config"):
         del config.quantization_config

@@ -223,3 +223,34 @@ def test_figure4_from_stored_logs(tmp_path):
     # 10 (seed 0) and 9 (seed 1): median 9.5
     assert "- mrtpo: 9.5 (2 of 2 seeds reached it)" in summary and "(paper: 13)" in summary
     assert "- grpo: not reached (0 of 2" in summary
+
+
+def test_figure6_reads_the_stored_replay_diagnostics(tmp_path):
+    fplan = planning.make_plan(specs.get("figure6"), "smoke", 1, str(tmp_path))
+    for job in fplan.jobs:
+        log = [{"step": t, "diag/format/top1": 0.2, "diag/format/top5": 0.4,
+                "diag/format/top10": 0.6, "diag/format/part/tags": 0.7 + 0.1 * (t - 1),
+                "diag/format/part/answer": 0.1} for t in (1, 2)]
+        store(job, 0, {"spider-mini": 1.0, "non_live_overall": 1.0}, log=log)
+    files, summary = figures.diagnostics(
+        planning.make_plan(specs.get("figure6"), "smoke", 1, str(tmp_path)), tmp_path)
+    assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # mean over the steps: tags (0.7 + 0.8) / 2
+    assert "- bfcl, format: top 1/5/10 % tokens hold 0.20 / 0.40 / 0.60" in summary
+    assert "tags 0.75" in summary and "answer 0.10" in summary
+
+
+def test_explain_figures_come_from_a_stored_run(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    fplan = planning.make_plan(specs.get("figure7"), "smoke", 1, str(tmp_path))
+    job = fplan.jobs[0]
+    tiny = replace(job.config, model=replace(job.config.model, model="tiny-random"),
+                   rollout=replace(job.config.rollout, max_response_tokens=6, group_size=2),
+                   warmstart=replace(job.config.warmstart, warm_start=False))
+    job = replace(job, config=tiny, stored=(0,))  # the spec's job, on the 2-layer test model
+    store(job, 0, {"non_live_overall": 0.0})  # explain reads the stored run's config
+    files, summary = figures.explained(planning.Plan(fplan.spec, fplan.setting, [job]), tmp_path)
+    assert [f.name for f in files] == ["figure7.png", "figure7.html"]
+    assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "MRTPO" in files[1].read_text() and "explain --run" in summary
