@@ -1,8 +1,10 @@
 """MRTPO's relevance diagnostics (paper Table 4, Fig. 6), per step.
 
 For each reward k and response: the share of its replay distance on the span its checker reads
-divided by that span's share of the tokens (1 = uniform; Table 4's ratio), the share held by
-its top 1 / 5 / 10 % tokens (Fig. 6a), and the share on each part of the response (Fig. 6b).
+divided by that span's share of the tokens (1 = uniform), the share held by its top 1 / 5 /
+10 % tokens (Fig. 6a), and the share on each part of the response (Fig. 6b). Where the task's
+spans name a constraint type for a reward (instruction following), each satisfied constraint
+also adds its distance share and token share under ``type/<type>/`` (Table 4).
 """
 from __future__ import annotations
 
@@ -35,10 +37,13 @@ def token_mask(ranges: list[tuple[int, int]], spans: list[tuple[int, int]]) -> t
                         dtype=torch.bool)
 
 
-def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges) -> dict:
-    """One response's diagnostics. d: [K, T] distances on its valid tokens."""
+def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges,
+                    values: Sequence[float] | None = None) -> dict:
+    """One response's diagnostics. d: [K, T] distances on its valid tokens; ``values``: its
+    reward values (for the per-type records, which count satisfied constraints only)."""
     out = {}
     t = d.shape[1]
+    by_type: dict[str, list[tuple[float, float]]] = {}
     for k, name in enumerate(rewards):
         total = float(d[k].sum())
         if total <= 0 or t == 0:
@@ -51,30 +56,50 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
             if 0 < int(m.sum()) < t:
                 share = float(d[k][m].sum()) / total
                 out[f"{name}/span_ratio"] = share / (float(m.sum()) / t)
+                kind = spans.get("types", {}).get(name)
+                if kind and values is not None and values[k] == 1.0:  # satisfied
+                    by_type.setdefault(kind, []).append((share, float(m.sum()) / t))
         for part in ("tags", "reasoning", "answer"):
             if part in spans:
                 m = token_mask(ranges, spans[part])
                 out[f"{name}/part/{part}"] = float(d[k][m].sum()) / total
+    for kind, pairs in by_type.items():  # Table 4: distance share and token share per type
+        out[f"type/{kind}/dist"] = sum(p for p, _ in pairs) / len(pairs)
+        out[f"type/{kind}/tok"] = sum(q for _, q in pairs) / len(pairs)
+        out[f"type/{kind}/n"] = float(len(pairs))
     return out
 
 
 def batch_records(tokenizer, examples: Sequence[Example], response_ids: torch.Tensor,
                   response_mask: torch.Tensor, relevance: torch.Tensor, rewards: Sequence[str],
-                  spans_fn: Callable[[Example, str], dict]) -> list[dict]:
+                  spans_fn: Callable[[Example, str], dict],
+                  values: Sequence[Sequence[float]] | None = None) -> list[dict]:
+    """Per response (``examples[n]`` is the Example response n answers; ``values[n]`` its
+    reward row)."""
     records = []
     for n, ex in enumerate(examples):
         length = int(response_mask[n].sum())
         ids = response_ids[n, :length].tolist()
         text, ranges = token_char_spans(tokenizer, ids)
         records.append(response_record(relevance[n, :, :length], rewards, spans_fn(ex, text),
-                                       ranges))
+                                       ranges, None if values is None else values[n]))
     return records
 
 
 def summarise(records: Sequence[dict]) -> dict:
-    """Mean of every diagnostic over the responses that have it, as ``diag/...`` metrics."""
-    sums: dict[str, list[float]] = {}
+    """Every diagnostic over the responses that have it, as ``diag/...`` metrics: the mean,
+    except the per-type records: their counts ``type/<t>/n`` are summed and their shares
+    averaged with those counts as weights (one value per constraint instance)."""
+    sums: dict[str, list[tuple[float, float]]] = {}
     for rec in records:
         for key, value in rec.items():
-            sums.setdefault(key, []).append(value)
-    return {f"diag/{k}": sum(v) / len(v) for k, v in sorted(sums.items())}
+            weight = rec.get(key.rsplit("/", 1)[0] + "/n", 1.0) if key.startswith("type/") \
+                else 1.0
+            sums.setdefault(key, []).append((value, weight))
+    out = {}
+    for k, v in sorted(sums.items()):
+        if k.startswith("type/") and k.endswith("/n"):
+            out[f"diag/{k}"] = sum(x for x, _ in v)
+        else:
+            out[f"diag/{k}"] = sum(x * w for x, w in v) / sum(w for _, w in v)
+    return out

@@ -166,7 +166,8 @@ class Trainer:
             if self.task.spans is not None:
                 records = batch_records(self.tokenizer, self._row_examples(examples, ro),
                                         ro.response_ids, ro.response_mask, local,
-                                        [rw.name for rw in self.task.rewards], self.task.spans)
+                                        [rw.name for rw in self.task.rewards], self.task.spans,
+                                        rewards)
                 metrics_extra.update(summarise(
                     [r for part in eng.all_gather_objects(records) for r in part]))
         if "counterfactual" in self.method.needs:

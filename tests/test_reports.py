@@ -254,3 +254,25 @@ def test_explain_figures_come_from_a_stored_run(tmp_path, monkeypatch):
     assert [f.name for f in files] == ["figure7.png", "figure7.html"]
     assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "MRTPO" in files[1].read_text() and "explain --run" in summary
+
+
+def test_table4_pools_each_constraint_type_over_steps_and_seeds(tmp_path, capsys):
+    tplan = planning.make_plan(specs.get("table4"), "smoke", 2, str(tmp_path))
+    (job,) = tplan.jobs
+    logs = {0: [{"step": 1, "diag/type/title/dist": 0.4, "diag/type/title/tok": 0.05,
+                 "diag/type/title/n": 3.0},
+                {"step": 2, "diag/type/title/dist": 0.2, "diag/type/title/tok": 0.05,
+                 "diag/type/title/n": 1.0, "diag/type/keyword/dist": 0.1,
+                 "diag/type/keyword/tok": 0.02, "diag/type/keyword/n": 2.0}],
+            1: [{"step": 1, "diag/type/title/dist": 0.3, "diag/type/title/tok": 0.03,
+                 "diag/type/title/n": 2.0}]}
+    for s, log in logs.items():
+        store(job, s, {"prompt_strict": 1.0}, log=log)
+    assert cli.main(["reproduce", "table4", "--seeds", "2", "--results-dir", str(tmp_path),
+                     "--output-dir", str(tmp_path)]) == 0
+    md = (tmp_path / "tables" / "table4.md").read_text()
+    # title: dist (0.4*3 + 0.2 + 0.3*2) / 6 = 33.3 %, tok (0.05*4 + 0.03*2) / 6 = 4.3 %
+    assert "| Title | 33.3 | 4.3 | 7.7 | 6 |" in md
+    assert "| Keyword | – | – | – | 2 |" in md  # fewer than five instances
+    assert "| End phrase | – | – | – | 0 |" in md
+    assert "The paper's numbers: Qwen2.5-7B-Instruct" in md and "| Title | 24.5 | 3.2 | 7.6 |" in md

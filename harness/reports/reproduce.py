@@ -75,11 +75,6 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     if spec.kind == "presets":
         print(f"wrote {write_table(name, [tables.presets_grid(spec)], tables_dir, spec.caption)}")
         return 0
-    if spec.kind == "localisation":
-        raise ValueError(f"{name} needs replay distances per constraint type (Dist. and Tok. "
-                         "apart, per satisfied constraint), which the per-step diagnostics of "
-                         "this version do not store (they keep each reward slot's span ratio); "
-                         "it cannot be rendered yet")
     plan = make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
                      args.model_dir)
     print(describe(plan, args.results_dir))
@@ -97,8 +92,10 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     if plan.blocked:
         header += "\n\nCells that need data or models this machine lacks:\n" + "\n".join(
             f"- {what}: {why}" for what, why in plan.blocked.items())
-    if spec.kind == "benchmark":
-        print(f"wrote {write_table(name, tables.benchmark_grids(plan), tables_dir, header)}")
+    if spec.kind in ("benchmark", "localisation"):
+        grids = (tables.benchmark_grids if spec.kind == "benchmark"
+                 else tables.localisation_grids)(plan)
+        print(f"wrote {write_table(name, grids, tables_dir, header)}")
         return 0
     make = {"curves": figures.curves, "diagnostics": figures.diagnostics,
             "explain": figures.explained}[spec.kind]

@@ -117,3 +117,51 @@ def presets_grid(spec: Spec) -> Grid:
     for label, values in preset_rows(names).items():
         grid.rows.append((label, [Cell(note=v) for v in values]))
     return grid
+
+
+def type_key(label: str) -> str:
+    """A Table 4 row label -> its diagnostics key (``End phrase`` -> ``end_phrase``)."""
+    return label.lower().replace(" ", "_")
+
+
+def localisation_grids(plan: Plan, min_instances: int = 5) -> list[Grid]:
+    """Table 4 from MRTPO runs' per-step diagnostics: per constraint type, its distance share
+    (Dist.) and token share (Tok.) pooled over every satisfied instance of every step and
+    seed (weighted by the step's count), and Ratio = Dist. / Tok.; "–" below
+    ``min_instances`` instances, as in the paper."""
+    from harness.reports.figures import train_log
+
+    spec, setting = plan.spec, plan.setting
+    labels = list(spec.raw["constraints"])
+    grids = []
+    for model in setting.models:
+        jobs = [j for j in plan.jobs if j.model_label == model]
+        grid = Grid(f"{spec.title}: {model}, setting {setting.name} (preset "
+                    f"{jobs[0].config.preset if jobs else setting.preset})", "Constraint",
+                    ["", "", "", ""], ["Dist.", "Tok.", "Ratio", "instances"], mark_best=False)
+        rows = [r for j in jobs for s in j.stored for r in train_log(j, s)]
+        for label in labels:
+            key = f"diag/type/{type_key(label)}"
+            got = [(r[f"{key}/dist"], r[f"{key}/tok"], r[f"{key}/n"]) for r in rows
+                   if f"{key}/n" in r]
+            n = sum(w for *_, w in got)
+            if not jobs or not any(j.stored for j in jobs):
+                why = next((needs_text(j.blocked) for j in jobs if j.blocked), "not run")
+                cells = [Cell(note=why)] * 3 + [Cell(note="0")]
+            elif n < min_instances:
+                cells = [Cell(note="–")] * 3 + [Cell(note=f"{n:g}")]
+            else:
+                dist = 100 * sum(d * w for d, _, w in got) / n
+                tok = 100 * sum(t * w for _, t, w in got) / n
+                cells = [Cell(note=f"{dist:.1f}"), Cell(note=f"{tok:.1f}"),
+                         Cell(note=f"{dist / tok:.1f}"), Cell(note=f"{n:g}")]
+            grid.rows.append((label, cells))
+        grids.append(grid)
+    for model, rows in spec.paper.items():
+        grid = Grid(f"The paper's numbers: {model}", "Constraint", ["", "", ""],
+                    ["Dist.", "Tok.", "Ratio"], mark_best=False)
+        for label in labels:
+            if label in rows:
+                grid.rows.append((label, [Cell(note=t) for t in rows[label]]))
+        grids.append(grid)
+    return grids

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tasks import TASKS, TRAIN_SETS
 from tasks.base import Example, Reward, Task, TrainSet
-from tasks.instruct import advancedif, data, evaluate, muldimif
+from tasks.instruct import advancedif, data, evaluate, muldimif, spans
 from tasks.instruct.advancedif import JudgeOptions
 from tasks.instruct.evaluate import IfOptions
 
@@ -80,6 +80,8 @@ def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, .
         name=name, family=FAMILY, help=what, rewards=_rewards(options),
         train_sets=TRAIN_SET_NAMES, load_eval=load_eval, score=score_with(judge),
         headline=headline,
+        # per-constraint spans only mean something when each reward is one constraint
+        spans=spans.spans if options.reward == "per-constraint" else None,
         reward_batch=lambda examples, responses: evaluate.reward_rows(examples, responses,
                                                                       options),
         bind=lambda tc: _if_task(name, what, load_eval, score_with, headline,
