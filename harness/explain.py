@@ -4,7 +4,8 @@ Samples G responses to one training prompt with the run's model, scores them, re
 (MRTPO's ``loo`` contexts) and shows, for one response, the per-token advantage under GDPO and
 under MRTPO and each reward's replay distance (the paper's Figures 1-3, 7, 8). The run's
 config chooses model, task and settings; trained weights are not stored, so the model is the
-run's starting model unless ``--model`` names another (e.g. a saved checkpoint folder).
+run's starting model (its warm-started folder when the run had a warm start) unless
+``--model`` names another (e.g. a saved checkpoint folder).
 """
 from __future__ import annotations
 
@@ -37,9 +38,15 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     g = group_size or config.rollout.group_size
     if not 0 <= response < g:
         raise ValueError(f"--response must be in [0, {g}), got {response}")
-    tok = load_tokenizer(config.model.model, config.model.allow_download)
-    policy = load_model(config.model.model, seed=config.seed,
-                        allow_download=config.model.allow_download, dtype=config.model.dtype)
+    if model:
+        source = model
+    else:  # the run's starting model: its warm-started folder when the run had one
+        from harness.warmstart.cache import policy_source
+
+        source = policy_source(config)
+    tok = load_tokenizer(source, config.model.allow_download)
+    policy = load_model(source, seed=config.seed, allow_download=config.model.allow_download,
+                        dtype=config.model.dtype)
     r = config.rollout
     ro = HFRollout(policy, tok).generate([ex], g, r.max_response_tokens, r.temperature, r.top_p,
                                          r.top_k, seed=seed)

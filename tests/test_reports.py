@@ -240,17 +240,12 @@ def test_figure6_reads_the_stored_replay_diagnostics(tmp_path):
     assert "tags 0.75" in summary and "answer 0.10" in summary
 
 
-def test_explain_figures_come_from_a_stored_run(tmp_path, monkeypatch):
-    from dataclasses import replace
-
+def test_explain_figures_come_from_a_stored_run(tmp_path):
     fplan = planning.make_plan(specs.get("figure7"), "smoke", 1, str(tmp_path))
-    job = fplan.jobs[0]
-    tiny = replace(job.config, model=replace(job.config.model, model="tiny-random"),
-                   rollout=replace(job.config.rollout, max_response_tokens=6, group_size=2),
-                   warmstart=replace(job.config.warmstart, warm_start=False))
-    job = replace(job, config=tiny, stored=(0,))  # the spec's job, on the 2-layer test model
-    store(job, 0, {"non_live_overall": 0.0})  # explain reads the stored run's config
-    files, summary = figures.explained(planning.Plan(fplan.spec, fplan.setting, [job]), tmp_path)
+    store(fplan.jobs[0], 0, {"non_live_overall": 0.0})
+    fplan = planning.make_plan(specs.get("figure7"), "smoke", 1, str(tmp_path))
+    # the run's own starting model is its warm start; the 2-layer test model stands in
+    files, summary = figures.explained(fplan, tmp_path, model="tiny-random")
     assert [f.name for f in files] == ["figure7.png", "figure7.html"]
     assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "MRTPO" in files[1].read_text() and "explain --run" in summary
@@ -276,3 +271,61 @@ def test_table4_pools_each_constraint_type_over_steps_and_seeds(tmp_path, capsys
     assert "| Keyword | – | – | – | 2 |" in md  # fewer than five instances
     assert "| End phrase | – | – | – | 0 |" in md
     assert "The paper's numbers: Qwen2.5-7B-Instruct" in md and "| Title | 24.5 | 3.2 | 7.6 |" in md
+
+
+def fixture_log(steps=3):
+    """Every per-step key a table or figure reads."""
+    return [{"step": t, "reward/format": 0.3 * t, "reward/correctness": -3 + t,
+             "response_length": 50.0 + t, "diag/format/top1": 0.1, "diag/format/top5": 0.3,
+             "diag/format/top10": 0.5, "diag/format/part/tags": 0.6,
+             "diag/type/title/dist": 0.3, "diag/type/title/tok": 0.05, "diag/type/title/n": 2.0}
+            for t in range(1, steps + 1)]
+
+
+@pytest.mark.parametrize("name", specs.SPECS.names())
+def test_every_spec_renders_from_fixtures(name, tmp_path, monkeypatch):
+    import harness.launch
+    from harness.reports import reproduce
+
+    monkeypatch.setattr(harness.launch, "run_seeds", lambda *a, **k: pytest.fail("ran"))
+    spec = specs.get(name)
+    if spec.settings:
+        fplan = planning.make_plan(spec, "smoke", 1, str(tmp_path))
+        metrics = {c.metric: 10.0 + i for i, c in enumerate(spec.columns) if c.metric}
+        metrics.update({m: 5.0 for p in spec.raw.get("evaluated", ()) for m in p["metrics"]})
+        for job in fplan.jobs:
+            if not job.blocked:
+                for s in job.missing:
+                    store(job, s, metrics, log=fixture_log())
+    if spec.kind == "explain":
+        files, _ = figures.explained(planning.make_plan(spec, "smoke", 1, str(tmp_path)),
+                                     tmp_path / "figures", model="tiny-random")
+    else:
+        args = cli.build_parser().parse_args(
+            ["reproduce", name, "--seeds", "1", "--results-dir", str(tmp_path),
+             "--output-dir", str(tmp_path)])
+        assert reproduce.reproduce_one(name, args) == 0
+        folder = tmp_path / ("figures" if name.startswith("figure") else "tables")
+        files = sorted(folder.glob(f"{name}.*"))
+    assert files and all(f.stat().st_size > 0 for f in files)
+    if name.startswith("table"):
+        assert {f.suffix for f in files} == {".md", ".csv", ".tex"}
+        md = (tmp_path / "tables" / f"{name}.md").read_text()
+        assert spec.title in md
+        if spec.kind == "benchmark":  # a stored cell shows its value, a blocked one its need
+            assert any(f"{v:.2f}" in md for v in metrics.values())
+    else:
+        assert any(f.suffix == ".png" and f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+                   for f in files)
+
+
+def test_table8_holds_every_method_of_the_paper_and_its_registry_text():
+    import methods
+    from harness.reports.tables import methods_grid
+
+    grid = methods_grid(specs.get("table8"))
+    rows = dict(grid.rows)
+    assert list(rows) == ["gdpo", "saw", "dara", "dvao", "sa-mrpo", "gd2po", "mrtpo"]
+    for name, cells in rows.items():
+        assert cells[0].text() == methods.get(name).help
+        assert cells[2].text() == methods.get(name).source

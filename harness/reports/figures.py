@@ -210,8 +210,9 @@ def diagnostics(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
     return files, "\n".join(summary)
 
 
-def explained(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
-    """Figures 1-3, 7, 8: ``explain`` on the spec's stored run (its starting model)."""
+def explained(plan: Plan, out_dir: Path, model: str | None = None) -> tuple[list[Path], str]:
+    """Figures 1-3, 7, 8: ``explain`` on the spec's stored run (its starting model, or
+    ``model``)."""
     import shutil
 
     from harness.explain import explain
@@ -223,7 +224,8 @@ def explained(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
         raise FileNotFoundError(f"{spec.name}: no stored {spec.methods()} run on "
                                 f"{spec.tasks(plan.setting.name)}; run it without --dry-run first")
     run = result_path(job.seed_config(job.stored[0]))
-    html_path, png_path = explain(run, int(spec.raw.get("example", 0)), out_dir / "explain")
+    html_path, png_path = explain(run, int(spec.raw.get("example", 0)), out_dir / "explain",
+                                  model=model)
     files = []
     for src, ext in ((png_path, "png"), (html_path, "html")):
         dst = out_dir / f"{spec.name}.{ext}"
