@@ -99,7 +99,7 @@ def data_problem(config: cfg.RunConfig) -> str:
 def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
               results_dir: str = "results", data_dir: str | None = None,
               model_dir: str | None = None) -> Plan:
-    from harness.results import check_stored, stored_seeds
+    from harness.launch import pending_seeds
 
     setting = spec.setting(setting_name)
     n_seeds = seeds or setting.seeds
@@ -110,11 +110,9 @@ def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
             for row in spec_rows(spec):
                 config = run_config(spec, setting, row, model, task, results_dir, data_dir)
                 want = (0,) if row.base else tuple(range(n_seeds))
-                stored = stored_seeds(config)
-                for s in want:
-                    if s in stored:  # a seed made with other settings must not be pooled
-                        check_stored(replace(config, seed=s), stored[s])
-                have = tuple(s for s in want if s in stored)
+                # a stored seed made with other settings stops the plan: it is never pooled
+                todo = pending_seeds(config, list(want))
+                have = tuple(s for s in want if s not in todo)
                 blocked = model_missing or ("" if len(have) == len(want)
                                             else data_problem(config))
                 plan.jobs.append(Job(row, model_label, task, config, want, have, blocked))
