@@ -111,6 +111,8 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
     thr = spec.raw.get("threshold")
     per_method: dict[str, list[int | None]] = {}
     jobs = [j for j in plan.jobs if j.stored and not j.row.base]
+    # panel -> metric -> method -> (mean, std) of the evaluation after training
+    evaluated: dict[int, dict[str, dict[str, tuple[float, float]]]] = {}
     for job in jobs:
         logs = [train_log(job, s) for s in job.stored]
         label = f"{job.row.label} (n={len(logs)})"
@@ -124,25 +126,35 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
             ax.set_title(panel["label"])
             ax.set_xlabel("training step")
         results = [load_result(result_path(job.seed_config(s))) for s in job.stored]
-        for ax, panel in zip(axes[len(spec.raw.get("curves", ())):], spec.raw.get("evaluated", ())):
+        for p, panel in enumerate(spec.raw.get("evaluated", ())):
             for metric in panel["metrics"]:
                 vals = [float(r["metrics"][metric]) for r in results if metric in r["metrics"]]
-                steps = [int(r["train"].get("steps", 0)) for r in results]
                 if vals:
-                    m, sd = mean_std(vals)
-                    ax.errorbar([statistics.median(steps)], [m], yerr=[0 if math.isnan(sd) else sd],
-                                fmt="o", capsize=4, label=f"{job.row.label} {metric}")
-            ax.set_title(panel["label"] + " (evaluated after training)")
-            ax.set_xlabel("training step")
+                    evaluated.setdefault(p, {}).setdefault(metric, {})[job.row.label] = \
+                        mean_std(vals)
         if thr:
             per_method[job.row.label] = [steps_to_threshold(log, thr["key"], thr["value"],
                                                             setting.smooth) for log in logs]
+    n_curves = len(spec.raw.get("curves", ()))
+    for p, panel in enumerate(spec.raw.get("evaluated", ())):
+        # evaluated once, after training: bars per method (error bars: sample std over seeds)
+        ax, by_metric = axes[n_curves + p], evaluated.get(p, {})
+        names = list(dict.fromkeys(m for v in by_metric.values() for m in v))
+        width = 0.8 / max(1, len(by_metric))
+        for i, (metric, by_method) in enumerate(by_metric.items()):
+            stats = [by_method.get(m, (math.nan, math.nan)) for m in names]
+            ax.bar([x + i * width for x in range(len(names))], [m for m, _ in stats], width,
+                   yerr=[0 if math.isnan(sd) else sd for _, sd in stats], capsize=3,
+                   label=metric)
+        ax.set_xticks([x + width * (len(by_metric) - 1) / 2 for x in range(len(names))], names)
+        ax.set_title(panel["label"] + ", after training")
     for ax in axes[:len(panels)]:
         if ax.has_data():
             ax.legend(fontsize=7)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle(f"{spec.title} ({setting.name}: {', '.join(setting.models)})", fontsize=10)
+    fig.tight_layout()
     files = save(fig, out_dir, spec.name)
     plt.close(fig)
     if thr:
