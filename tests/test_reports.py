@@ -139,6 +139,10 @@ def test_a_second_invocation_runs_nothing_and_renders(tmp_path, capsys, monkeypa
     assert "0 run(s) to do" in out and "SMOKE numbers" in out
     md = (tmp_path / "tables" / "table3.md").read_text()
     assert "11.00 ± 1.00" in md  # seeds 0, 1, 2 -> 10, 11, 12
+    # with more seeds asked than stored, --render-only renders what is there and runs nothing
+    assert cli.main([*args, "--seeds", "4", "--render-only"]) == 0
+    assert "to run [3]" in capsys.readouterr().out
+    assert "11.00 ± 1.00" in (tmp_path / "tables" / "table3.md").read_text()
     csv_lines = (tmp_path / "tables" / "table3.csv").read_text().splitlines()
     assert csv_lines[0].startswith("block,row,column,mean,std,n")
     assert any(",GDPO,Non-Live Overall,11.0000,1.0000,3," in line for line in csv_lines)

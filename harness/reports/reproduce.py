@@ -3,7 +3,7 @@ still lacks, then render it.
 
 For each spec: the plan (every run it reads: stored, missing, or impossible here and why);
 with ``--dry-run`` that and the estimated wall time from stored step times, nothing else;
-otherwise the missing seeds run (the paper setting refuses to start while any model or data
+with ``--render-only`` the table or figure of what is stored; otherwise the missing seeds run (the paper setting refuses to start while any model or data
 set is missing, naming each), and the table goes to ``results/tables/NAME.{md,csv,tex}`` and
 the figure to ``results/figures/NAME.{png,pdf}`` plus a Markdown summary.
 """
@@ -80,14 +80,15 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     print(describe(plan, args.results_dir))
     if args.dry_run:
         return 0
-    if args.preset == "paper" and plan.blocked:
+    if args.preset == "paper" and plan.blocked and not args.render_only:
         print("the paper setting needs, before anything starts:")
         for what, why in plan.blocked.items():
             print(f"  {what}: {why}")
         return 2
-    execute(plan)
-    plan = make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
-                     args.model_dir)  # now with the new seeds stored
+    if not args.render_only:
+        execute(plan)
+        plan = make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
+                         args.model_dir)  # now with the new seeds stored
     header = f"> {SMOKE_NOTE}" if args.preset == "smoke" else ""
     if plan.blocked:
         header += "\n\nCells that need data or models this machine lacks:\n" + "\n".join(
@@ -139,4 +140,6 @@ def add_parser(sub) -> None:
     p.add_argument("--output-dir", default="results", help="tables/ and figures/ go here")
     p.add_argument("--dry-run", action="store_true", help="list the runs, what is stored and "
                                                           "the estimated time; run nothing")
+    p.add_argument("--render-only", action="store_true",
+                   help="run nothing; render what is stored (missing cells read 'not run')")
     p.set_defaults(handler=cmd_reproduce)
