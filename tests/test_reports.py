@@ -175,6 +175,13 @@ def test_paper_setting_names_every_missing_model_before_starting(tmp_path, capsy
     assert "holds no HF model" in out
 
 
+def test_best_marks_the_top_mean_and_ties_but_not_a_column_of_equals():
+    a, b, c = Cell(((0, 1.0),)), Cell(((0, 2.0),)), Cell(((0, 2.0),))
+    assert aggregate.best_rows([a, b, c]) == {1, 2}
+    assert aggregate.best_rows([a, Cell(((0, 1.0),))]) == set()
+    assert aggregate.best_rows([a, Cell(note="needs --data-dir")]) == set()
+
+
 def test_mean_column_is_the_per_seed_mean_of_the_row():
     a = Cell(((0, 10.0), (1, 20.0)))
     b = Cell(((0, 30.0), (1, 40.0)))

@@ -53,10 +53,10 @@ class Cell:
 
 def best_rows(cells: Sequence[Cell], higher: bool = True) -> set[int]:
     """Indices of the cells with the best mean (ties all marked); none when fewer than two
-    cells have values."""
+    cells have values or all of them are equal."""
     have = [(i, c.mean) for i, c in enumerate(cells) if c.values]
-    if len(have) < 2:
-        return set()
+    if len(have) < 2 or max(m for _, m in have) - min(m for _, m in have) <= 1e-9:
+        return set()  # nothing to tell apart: no cell is marked
     top = max(m for _, m in have) if higher else min(m for _, m in have)
     return {i for i, m in have if abs(m - top) <= 1e-9}
 

@@ -60,6 +60,10 @@ def benchmark_grids(plan: Plan) -> list[Grid]:
                 else:
                     cells.append(Cell(note="not run"))
             grid.rows.append((row.label, cells))
+        ns = sorted({c.n for _, cells in grid.rows for c in cells if c.values})
+        if ns:  # how many seeds the cells pool (each cell's own n is in the CSV)
+            grid.title += (f"; n = {ns[0]} seed{'s' * (ns[0] > 1)} per cell" if len(ns) == 1
+                           else f"; n = {ns[0]}-{ns[-1]} seeds per cell")
         grids.append(grid)
     paper_columns = [c for c in spec.columns if not c.settings or "paper" in c.settings]
     for model, rows in spec.paper.items():
