@@ -1,6 +1,5 @@
 """Reports: specs, aggregation over seeds, the refusal to pool other settings, the reproduce
 plan (dry run, second run), rendering, compare, figures and the steps-to-threshold statistic."""
-import json
 import math
 
 import pytest

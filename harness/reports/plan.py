@@ -51,7 +51,7 @@ class Plan:
         return [(j, s) for j in self.jobs if not j.blocked for s in j.missing]
 
 
-def model_for(name: str, setting: Setting, model_dir: str | None) -> tuple[str, str]:
+def model_for(name: str, model_dir: str | None) -> tuple[str, str]:
     """(what --model takes, why it is missing or ""): embedded names as they are, paper models
     as folders under --model-dir."""
     from harness.models import EMBEDDED
@@ -105,7 +105,7 @@ def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
     n_seeds = seeds or setting.seeds
     plan = Plan(spec, setting)
     for model_label in setting.models:
-        model, model_missing = model_for(model_label, setting, model_dir)
+        model, model_missing = model_for(model_label, model_dir)
         for task in spec.tasks(setting_name):
             for row in spec_rows(spec):
                 config = run_config(spec, setting, row, model, task, results_dir, data_dir)
