@@ -14,6 +14,16 @@ from pathlib import Path
 from harness.config import RunConfig
 
 
+def usable_cpus() -> int:
+    """The cores this process may run on: its affinity mask (``taskset``, a cgroup cpuset),
+    not the machine's count, so that a run pinned to one core uses one thread and does not
+    oversubscribe a core shared with another job."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _worker_entry(loop_config: dict) -> None:
     import torch
 
@@ -51,7 +61,7 @@ def start_ray(num_cpus: int | None = None) -> None:
     if not ray.is_initialized():
         # workers' and Ray's actors' output goes to Ray's log files only; progress comes
         # through harness.console.progress and failures through fit's exception
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+        ray.init(num_cpus=num_cpus or usable_cpus(), include_dashboard=False,
                  log_to_driver=False, configure_logging=True, logging_level="warning")
 
 
@@ -61,7 +71,7 @@ def _fit(entry, config: RunConfig, **payload) -> None:
     from ray.train.torch import TorchConfig, TorchTrainer
 
     t = config.training
-    cpus = max(1, (os.cpu_count() or 1) // t.workers)
+    cpus = max(1, usable_cpus() // t.workers)
     storage = tempfile.mkdtemp(prefix="harness-ray-")
     trainer = TorchTrainer(
         entry,

@@ -3,12 +3,18 @@
 A response is checked once: its query (:func:`tasks.sql.layout.extract_sql`) runs on the
 example's database(s) next to the gold query in one sandbox job, and the job's outcome gives
 
-* ``format`` {0,1}: the layout of the prompt's format spec (no execution needed);
-* ``executable`` {0,1}: the query ran without error, within the time and size limits, on every
-  database of the example;
+* ``format`` {0,1}: the layout of the prompt's format spec (no execution needed); a response
+  over the sandbox's character limit scores 0 on all three, unread;
+* ``executable`` {0,1}: the query is one statement that returns a result set, reads a table of
+  the database, and ran without error within the time, size and memory limits on every
+  database of the example (a comment, a maintenance statement such as ``VACUUM`` or
+  ``REINDEX``, or a table-less ``SELECT printf(...)`` is not executable: doing nothing must not
+  earn a reward);
 * ``execution`` {0,1}: its result equals the gold query's result on every database, under the
   example's semantics (Spider's test-suite rules, or BIRD's set equality); NaN, i.e. absent,
   when the gold query itself fails (reported, never counted as the model's failure in training).
+  Compared as the official scorers compare, so a constant ``SELECT 2`` that equals the gold's
+  result counts here (the test-suite databases are what defeat it), though not as executable.
 
 Spider-family items get Spider's evaluation preprocessing on both queries before they run
 (split operators repaired, ``YEAR(CURDATE())`` as 2020, DISTINCT removed unless
@@ -24,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from tasks.base import Example
-from tasks.sql.layout import extract_sql, format_ok
 from tasks.sql.sandbox import SqlLimits, shared_sandbox
 
 REWARD_NAMES = ("format", "executable", "execution")
@@ -60,11 +65,15 @@ def check(examples: Sequence[Example], responses: Sequence[str], options: SqlOpt
     if len(examples) != len(responses):
         raise ValueError(f"{len(examples)} examples but {len(responses)} responses")
     jobs = [make_job(e, r, options) for e, r in zip(examples, responses)]
-    outcomes = shared_sandbox(options.processes, options.limits).map(jobs)
-    for outcome, response in zip(outcomes, responses):
-        if "format_ok" not in outcome:  # its worker was killed: the layout is checked here
-            outcome.update(format_ok=format_ok(response), sql=extract_sql(response))
-    return outcomes
+    # a killed worker's outcome keeps the format check it sent before executing; nothing of
+    # the (possibly hostile) response is re-parsed here
+    return shared_sandbox(options.processes, options.limits).map(jobs)
+
+
+def executable(outcome: dict) -> bool:
+    """The executable reward's test: the query ran everywhere and read the database (a
+    constant ``SELECT`` runs but asks the database nothing)."""
+    return bool(outcome["executed"]) and bool(outcome.get("reads_database", False))
 
 
 def reward_rows(examples: Sequence[Example], responses: Sequence[str], options: SqlOptions
@@ -73,7 +82,7 @@ def reward_rows(examples: Sequence[Example], responses: Sequence[str], options: 
     rows = []
     for outcome in check(examples, responses, options):
         execution = math.nan if outcome.get("gold_error") else float(bool(outcome["match"]))
-        rows.append([float(outcome["format_ok"]), float(bool(outcome["executed"])), execution])
+        rows.append([float(outcome["format_ok"]), float(executable(outcome)), execution])
     return rows
 
 
@@ -98,10 +107,10 @@ def score(examples: Sequence[Example], responses: Sequence[str], options: SqlOpt
             tally[key][1] += 1
         fmt = bool(outcome["format_ok"])
         n_format += fmt
-        n_exec += bool(outcome["executed"])
+        n_exec += executable(outcome)
         n_gold += bool(outcome.get("gold_error"))
         items.append({"id": example.id, "category": meta["category"], "db_id": meta["db_id"],
-                      "correct": correct, "executed": bool(outcome["executed"]),
+                      "correct": correct, "executed": executable(outcome),
                       "format_ok": fmt, "sql": outcome["sql"], "error": outcome.get("error"),
                       "gold_error": outcome.get("gold_error")})
     metrics = {key: 100.0 * k / n for key, (k, n) in sorted(tally.items())}

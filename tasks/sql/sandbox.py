@@ -22,8 +22,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from tasks.sql.worker import failed_result
+
 _WORKER = Path(__file__).with_name("worker.py")
 _GRACE_S = 2.0  # on top of the in-SQLite limits: process start-up and result transfer
+# a response job also checks the layout and tokenises the query before it executes anything;
+# bounded by the character limits (~1 s for 32,000 dense characters on one core)
+_PREPARE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -32,13 +37,22 @@ class SqlLimits:
 
     timeout: float = 5.0  # seconds per query, enforced inside SQLite (progress handler)
     max_rows: int = 100_000  # result rows above this make the query fail
-    max_bytes: int = 64 << 20  # result size (approximate) above this makes the query fail
-    max_sql_chars: int = 100_000  # longer query texts are refused before SQLite sees them
+    max_bytes: int = 64 << 20  # result size (approximate, counted per row) above this fails
+    # longer query texts are refused before anything tokenises them (a policy's query is a few
+    # hundred characters; the longest BIRD gold queries are a few thousand)
+    max_sql_chars: int = 32_000
+    # longer responses score 0 on every reward, unread (bounded by generation length anyway)
+    max_response_chars: int = 64_000
+    max_memory: int = 1 << 30  # each worker's address space (RLIMIT_AS), SQLite's heap a quarter
 
     def __post_init__(self) -> None:
-        if self.timeout <= 0 or self.max_rows <= 0 or self.max_bytes <= 0 \
-                or self.max_sql_chars <= 0:
+        if min(self.timeout, self.max_rows, self.max_bytes, self.max_sql_chars,
+               self.max_response_chars, self.max_memory) <= 0:
             raise ValueError(f"SQL limits must be positive: {self}")
+        if self.max_memory < 4 * self.max_bytes:
+            raise ValueError(f"SQL limits: max_memory ({self.max_memory}) must be at least 4x "
+                             f"max_bytes ({self.max_bytes}): the result is copied while it is "
+                             "collected and sent")
 
 
 class _Worker:
@@ -56,19 +70,21 @@ class _Worker:
         self.proc.stdin.write(struct.pack(">I", len(payload)) + payload)
         self.proc.stdin.flush()
 
-    def receive(self) -> dict | None:
-        """Read what is available; the result once complete, else None. EOFError if it died."""
+    def receive(self) -> list[dict]:
+        """Read what is available; the frames completed by it (a partial frame, then the
+        result). EOFError if the worker died."""
         chunk = os.read(self.fd, 1 << 20)
         if not chunk:
             raise EOFError
         self.buffer += chunk
-        if len(self.buffer) < 4:
-            return None
-        (length,) = struct.unpack(">I", self.buffer[:4])
-        if len(self.buffer) < 4 + length:
-            return None
-        payload, self.buffer = self.buffer[4:4 + length], self.buffer[4 + length:]
-        return pickle.loads(payload)
+        frames = []
+        while len(self.buffer) >= 4:
+            (length,) = struct.unpack(">I", self.buffer[:4])
+            if len(self.buffer) < 4 + length:
+                break
+            payload, self.buffer = self.buffer[4:4 + length], self.buffer[4 + length:]
+            frames.append(pickle.loads(payload))
+        return frames
 
     def kill(self) -> None:
         try:
@@ -104,7 +120,8 @@ class SqlSandbox:
 
     def hard_deadline(self, job: dict) -> float:
         queries = 2 * len(job.get("dbs", [None]))
-        return self.limits.timeout * queries + _GRACE_S
+        prepare = _PREPARE_S if job.get("op") == "response" else 0.0
+        return self.limits.timeout * queries + prepare + _GRACE_S
 
     def map(self, jobs: Sequence[dict]) -> list[dict]:
         """Results of ``jobs`` in order; a job killed at its deadline gets
@@ -118,6 +135,7 @@ class SqlSandbox:
         while len(self.workers) < min(self.processes, len(jobs)):
             self.workers.append(_Worker(self.limits))
         busy: dict[int, tuple[_Worker, int, float]] = {}  # fd -> (worker, job index, deadline)
+        partial: dict[int, dict] = {}  # job index -> the worker's partial frame for it
         idle = list(self.workers)
         while pending or busy:
             while pending and idle:
@@ -133,35 +151,39 @@ class SqlSandbox:
             for fd in ready:
                 worker, i, _ = busy[fd]
                 try:
-                    result = worker.receive()
+                    frames = worker.receive()
                 except EOFError:
-                    result = self._failed(jobs[i], "the SQL worker process died")
                     del busy[fd]
                     idle.append(self._replace(worker))
-                    results[i] = result
+                    results[i] = self._failed(jobs[i], "the SQL worker process died "
+                                              "(e.g. at its memory cap)", partial.get(i))
                     continue
-                if result is not None:
-                    if "internal_error" in result:
-                        raise RuntimeError(f"SQL worker failed on a job: {result['internal_error']}")
+                for frame in frames:
+                    if "partial" in frame:
+                        partial[i] = frame["partial"]
+                        continue
+                    if "internal_error" in frame:
+                        raise RuntimeError(f"SQL worker failed on a job: {frame['internal_error']}")
                     del busy[fd]
                     idle.append(worker)
-                    results[i] = result
+                    results[i] = {**partial.get(i, {}), **frame}
             now = time.monotonic()
             for fd, (worker, i, deadline) in list(busy.items()):
                 if now >= deadline:
                     del busy[fd]
                     self.killed += 1
                     limit = self.hard_deadline(jobs[i])
-                    results[i] = self._failed(jobs[i], f"killed at the hard limit of {limit:.1f} s")
+                    results[i] = self._failed(jobs[i], f"killed at the hard limit of {limit:.1f} s",
+                                              partial.get(i))
                     idle.append(self._replace(worker))
         return results  # type: ignore[return-value]
 
     @staticmethod
-    def _failed(job: dict, why: str) -> dict:
-        if job.get("op") == "rows":
-            return {"rows": None, "error": why}
-        return {"executed": False, "match": False if job.get("gold") else None, "error": why,
-                "gold_error": None, "rows": 0}
+    def _failed(job: dict, why: str, partial: dict | None) -> dict:
+        """A job's result when its worker died or was killed: nothing about the job's text is
+        recomputed here (it may be hostile); a response job keeps the format check its worker
+        sent before executing, if it got that far."""
+        return {**failed_result(job, why), **(partial or {})}
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.kill()

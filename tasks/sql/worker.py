@@ -15,18 +15,32 @@ Defences, from the outside in (the parent adds a hard wall-clock kill of this pr
   than ``load_extension``; every write, DDL, ATTACH/DETACH, PRAGMA and transaction is denied;
   extension loading is switched off and the ATTACH limit is 0;
 * Python's sqlite3 refuses a string with more than one statement;
-* a progress handler interrupts the statement once its time limit has passed;
-* limits on the SQL text length, on any single string/blob, on result rows and result bytes, and
-  a process-wide SQLite heap limit.
+* a watchdog timer interrupts the statement (``sqlite3_interrupt``, which SQLite checks at every
+  step of its loops) when its time limit has passed, and a progress handler checks the deadline
+  too; any one step is short, because no string, blob or row may exceed a few MB;
+* sizes are checked before anything is parsed: a response or query text over its character
+  limit is refused unread, so the format check and the tokeniser only ever see bounded input;
+* the result's size is counted row by row as it is fetched, and the process's address space is
+  capped by the operating system (``RLIMIT_AS``), below which SQLite's own heap limit sits: a
+  query that builds huge values fails with an error (or, at worst, kills only this worker);
+* "executable" means something was asked of the database: a statement that returns no result
+  set (a comment, VACUUM, REINDEX) or a SELECT that reads no table of the database (``SELECT
+  printf(...)``) is refused, so doing nothing cannot earn the executable reward.
+
+For a ``response`` job the worker first sends a partial frame with the format check and the
+extracted query, then the full result: when the parent kills it at the hard deadline, the
+parent already has what it needs and repeats no work on the hostile text itself.
 """
 from __future__ import annotations
 
 import json
 import os
 import pickle
+import resource
 import sqlite3
 import struct
 import sys
+import threading
 import time
 import urllib.parse
 from collections import OrderedDict
@@ -42,20 +56,41 @@ else:
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
             sqlite3.SQLITE_RECURSIVE}
 _DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
-_HEAP_LIMIT = 2 << 30  # bytes SQLite may allocate in this process (sqlite3_hard_heap_limit64)
 _GOLD_CACHE_SIZE = 512
+# SQLite VM steps between two checks of the deadline by the progress handler; the watchdog
+# timer's interrupt (checked by SQLite at every loop step, with no Python call) is what holds
+# the limit when single steps are expensive
+_PROGRESS_STEPS = 1000
+
+
+def heap_limit(max_memory: int) -> int:
+    """Bytes SQLite may allocate in the worker: a quarter of its address space, so that the
+    rows Python copies out of SQLite still fit under the operating system's cap."""
+    return max(16 << 20, max_memory // 4)
+
+
+def value_limit(max_bytes: int) -> int:
+    """The largest string, blob or row SQLite may build (``SQLITE_LIMIT_LENGTH``): an eighth of
+    the result cap, at least 1 MB (real databases' longest values are far below this)."""
+    return max(1_000_000, max_bytes // 8)
 
 
 class QueryError(Exception):
     """A query failed: an SQLite error, a denied operation, a limit reached."""
 
 
-def _authorize(action, arg1, arg2, db_name, trigger):
-    if action not in _ALLOWED:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
+def failed_result(job: dict, why: str) -> dict:
+    """The result of a job that could not be done (a limit, a killed or crashed worker); a
+    ``response`` job's format fields come from its partial frame, or are False/None."""
+    if job.get("op") == "rows":
+        return {"rows": None, "error": why}
+    out = {"executed": False, "reads_database": False, "match": False if job.get("gold") else None,
+           "error": why, "gold_error": None, "rows": 0}
+    if job.get("op") == "response":
+        out.update(format_ok=False, sql=None)
+    return out
+
+
 
 
 class Executor:
@@ -66,9 +101,26 @@ class Executor:
         self.max_rows = int(limits["max_rows"])
         self.max_bytes = int(limits["max_bytes"])
         self.max_sql_chars = int(limits["max_sql_chars"])
+        self.max_response_chars = int(limits["max_response_chars"])
+        self.heap_limit = heap_limit(int(limits["max_memory"]))
         self.connections: dict[str, sqlite3.Connection] = {}
         self.gold: OrderedDict = OrderedDict()
         self.deadline = 0.0
+        self.read_names: set[str] = set()  # tables (or CTEs) the last statement read
+        self.read_database = False  # the last statement read a table of its database
+        self.table_names: dict[str, set[str]] = {}  # path -> its tables and views, lowercased
+        self.send_partial = lambda partial: None  # main() sends it to the parent
+
+    def _authorize(self, action, arg1, arg2, db_name, trigger):
+        if action not in _ALLOWED:
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_READ and arg1:
+            # a CTE's reads look like a table's (no database name): resolved against the
+            # database's own tables in ``run``
+            self.read_names.add(str(arg1).lower())
+        return sqlite3.SQLITE_OK
 
     def connect(self, path: str) -> sqlite3.Connection:
         conn = self.connections.get(path)
@@ -77,42 +129,54 @@ class Executor:
         if not os.path.isfile(path):  # without this check SQLite would report "unable to open"
             raise QueryError(f"database file not found: {path}")
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        # no statement cache: the authorizer (and its record of tables read) must see every
+        # statement prepared afresh
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                               cached_statements=0)
         # The official Spider evaluation decodes TEXT this way; some databases hold bad UTF-8.
         conn.text_factory = lambda b: b.decode(errors="ignore")
         conn.execute("PRAGMA query_only = ON")
         if len(self.connections) == 0:
-            conn.execute(f"PRAGMA hard_heap_limit = {_HEAP_LIMIT}")
+            conn.execute(f"PRAGMA hard_heap_limit = {self.heap_limit}")
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(self.max_bytes, 1_000_000))
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, value_limit(self.max_bytes))
         conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, self.max_sql_chars)
-        conn.set_authorizer(_authorize)
-        conn.set_progress_handler(lambda: time.monotonic() > self.deadline, 1000)
+        conn.set_authorizer(self._authorize)
+        conn.set_progress_handler(lambda: time.monotonic() > self.deadline, _PROGRESS_STEPS)
         self.connections[path] = conn
+        names = conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        self.table_names[path] = {n.lower() for (n,) in names} | {"sqlite_master",
+                                                                  "sqlite_schema"}
         return conn
 
-    def run(self, path: str, sql: str) -> list[tuple]:
-        """All rows of ``sql`` on ``path``; QueryError on any failure or limit."""
+    def run(self, path: str, sql: str, prediction: bool = False) -> list[tuple]:
+        """All rows of ``sql`` on ``path``; QueryError on any failure or limit. For a
+        ``prediction``, a statement that returns no result set (a comment, VACUUM, REINDEX)
+        fails too, and ``self.read_database`` says whether it read a table of the database."""
         if len(sql) > self.max_sql_chars:
             raise QueryError(f"query has {len(sql)} characters, over the limit of "
                              f"{self.max_sql_chars}")
         conn = self.connect(path)
         self.deadline = time.monotonic() + self.timeout
+        watchdog = threading.Timer(self.timeout, conn.interrupt)
+        watchdog.daemon = True
+        watchdog.start()
+        self.read_names = set()
         rows: list[tuple] = []
         size = 0
         try:
             cursor = conn.execute(sql)
-            while True:
-                batch = cursor.fetchmany(256)
-                if not batch:
-                    break
-                rows.extend(batch)
+            if prediction and cursor.description is None:
+                raise QueryError("the statement returns no result set (not a query)")
+            self.read_database = bool(self.read_names & self.table_names[path])
+            # row by row: a batch of rows can be far larger than the cap by itself
+            for row in cursor:
+                rows.append(row)
                 if len(rows) > self.max_rows:
                     raise QueryError(f"result has more than {self.max_rows} rows")
-                for row in batch:
-                    size += 16 + sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
+                size += 16 + sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
                 if size > self.max_bytes:
                     raise QueryError(f"result is larger than {self.max_bytes} bytes")
             cursor.close()
@@ -125,6 +189,7 @@ class Executor:
         except (sqlite3.Error, ValueError, UnicodeError, OverflowError, MemoryError) as exc:
             raise QueryError(f"{type(exc).__name__}: {exc}") from None
         finally:
+            watchdog.cancel()
             self.deadline = 0.0
         return rows
 
@@ -143,20 +208,25 @@ class Executor:
     def check(self, job: dict) -> dict:
         """Run the prediction (and the gold query) on every database; compare the results.
 
-        Returns ``executed`` (the prediction ran on every database), ``match`` (its results
-        equal the gold's everywhere; None without a gold query or when the gold failed),
-        ``error`` (why the prediction failed) and ``gold_error``.
+        Returns ``executed`` (the prediction ran on every database), ``reads_database`` (it
+        read a table of each: a constant ``SELECT`` runs but asks nothing), ``match`` (its
+        results equal the gold's everywhere, as the official scorers compare them; None without
+        a gold query or when the gold failed), ``error`` (why the prediction failed) and
+        ``gold_error``.
         """
-        out = {"executed": True, "match": None, "error": None, "gold_error": None, "rows": 0}
+        out = {"executed": True, "reads_database": True, "match": None, "error": None,
+               "gold_error": None, "rows": 0}
         gold_sql = job.get("gold")
         match = gold_sql is not None
         for path in job["dbs"]:
             try:
-                pred = self.run(path, job["pred"])
+                pred = self.run(path, job["pred"], prediction=True)
             except QueryError as exc:
-                return {**out, "executed": False, "match": False if gold_sql else None,
+                return {**out, "executed": False, "reads_database": False,
+                        "match": False if gold_sql else None,
                         "error": str(exc)}
             out["rows"] = len(pred)
+            out["reads_database"] = out["reads_database"] and self.read_database
             if gold_sql is None or not match:
                 continue
             try:
@@ -172,15 +242,31 @@ class Executor:
         """Everything the rewards and the scorer need from one response: ``format_ok``, ``sql``
         (None when no query is found) and :meth:`check`'s outcome for it."""
         text = job["response"]
-        out = {"format_ok": format_ok(text), "sql": extract_sql(text)}
+        if len(text) > self.max_response_chars:  # refused unread: no regex or tokeniser on it
+            out = {"format_ok": False, "sql": None}
+            self.send_partial(out)
+            return {**out, "executed": False, "reads_database": False, "match": False,
+                    "gold_error": None, "rows": 0, "error": f"response has {len(text)} characters, over the limit of "
+                             f"{self.max_response_chars}"}
+        sql = extract_sql(text)
+        if sql is not None and len(sql) > self.max_sql_chars:
+            out = {"format_ok": False, "sql": None}
+            self.send_partial(out)
+            return {**out, "executed": False, "reads_database": False, "match": False,
+                    "gold_error": None, "rows": 0, "error": f"query has {len(sql)} characters, over the limit of "
+                             f"{self.max_sql_chars}"}
+        out = {"format_ok": format_ok(text), "sql": sql}
+        self.send_partial(out)
         if out["sql"] is None:
-            return {**out, "executed": False, "match": False, "error": "no SQL query found",
+            return {**out, "executed": False, "reads_database": False, "match": False,
+                    "error": "no SQL query found",
                     "gold_error": None, "rows": 0}
         try:
             pred, gold, ordered = prepare(out["sql"], job["gold"], job["semantics"],
                                           bool(job.get("keep_distinct", False)))
         except ValueError as exc:
-            return {**out, "executed": False, "match": False, "error": str(exc),
+            return {**out, "executed": False, "reads_database": False, "match": False,
+                    "error": str(exc),
                     "gold_error": None, "rows": 0}
         return {**out, **self.check({"dbs": job["dbs"], "pred": pred, "gold": gold,
                                      "semantics": job["semantics"], "order_matters": ordered})}
@@ -196,7 +282,9 @@ class Executor:
                 return {"rows": self.run(job["db"], job["sql"]), "error": None}
             except QueryError as exc:
                 return {"rows": None, "error": str(exc)}
-        if op == "sleep":  # lets tests exercise the parent's hard kill
+        if op == "sleep":  # lets tests exercise the parent's hard kill (after a partial frame)
+            if "partial" in job:
+                self.send_partial(job["partial"])
             time.sleep(float(job["seconds"]))
             return {}
         raise ValueError(f"unknown job {op!r}")
@@ -212,11 +300,28 @@ def _read_exact(stream, n: int) -> bytes:
     return data
 
 
+def cap_memory(max_memory: int) -> None:
+    """Cap this process's address space: past it allocations fail (MemoryError, SQLite's
+    SQLITE_NOMEM) instead of growing next to a training process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        max_memory = min(max_memory, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (max_memory, hard))
+
+
+def _send(stdout, message: dict) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stdout.write(struct.pack(">I", len(payload)) + payload)
+    stdout.flush()
+
+
 def main() -> None:
     limits = json.loads(sys.argv[1])
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write to the result channel
+    cap_memory(int(limits["max_memory"]))
     executor = Executor(limits)
+    executor.send_partial = lambda partial: _send(stdout, {"partial": partial})
     while True:
         try:
             (length,) = struct.unpack(">I", _read_exact(stdin, 4))
@@ -225,11 +330,11 @@ def main() -> None:
             return
         try:
             result = executor.handle(job)
+        except MemoryError:  # the address-space cap, hit outside SQLite (Python's copies)
+            result = failed_result(job, "out of memory (the worker's address-space cap)")
         except Exception as exc:  # a bug, not a query failure: report it, keep serving
             result = {"internal_error": f"{type(exc).__name__}: {exc}"}
-        payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        stdout.write(struct.pack(">I", len(payload)) + payload)
-        stdout.flush()
+        _send(stdout, result)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,6 @@ def test_registered_task_and_training_set():
     assert scored["metrics"]["spider-mini/extra"] == 100.0
     wrong = task.score(examples, ["<answer>```sql\nSELECT 1\n```</answer>"] * len(examples))
     assert wrong["metrics"]["spider-mini"] == 0.0 and wrong["metrics"]["format_rate"] == 0.0
-    assert wrong["metrics"]["executable_rate"] == 100.0
+    assert wrong["metrics"]["executable_rate"] == 0.0  # reads no table: not executable
     train = TRAIN_SETS.get("spider-mini-train").load(None, 0)
     assert train[0].metadata["benchmark"] == "spider-mini-train"

@@ -137,7 +137,9 @@ def test_three_rewards_on_hand_written_responses(data_dir):
     rows = evaluate.reward_rows([ex] * len(cases), list(cases), SqlOptions())
     assert rows == [[float(v) for v in want] for want in cases.values()]
     task = TASKS.get("spider-mini")
-    assert task.rewards[2](ex, answer("SELECT 2")) == 1.0  # the per-reward path agrees
+    # a constant equal to the gold's result: correct as the official scorers compare, but it
+    # asks the database nothing, so it is not executable (the per-reward path agrees)
+    assert [r(ex, answer("SELECT 2")) for r in task.rewards] == [1.0, 0.0, 1.0]
 
 
 def test_spider_dev_uses_test_suite_databases(data_dir):
@@ -168,9 +170,9 @@ def test_gold_failure_makes_execution_absent(data_dir):
     from dataclasses import replace
     ex = load_split(data_dir, "spider-dev")[0]
     broken = replace(ex, reference="SELECT nope FROM pet")
-    row = evaluate.reward_rows([broken], [answer("SELECT 1")], SqlOptions())[0]
+    row = evaluate.reward_rows([broken], [answer("SELECT 1 FROM pet")], SqlOptions())[0]
     assert row[:2] == [1.0, 1.0] and math.isnan(row[2])
-    scored = evaluate.score([broken], [answer("SELECT 1")], SqlOptions())
+    scored = evaluate.score([broken], [answer("SELECT 1 FROM pet")], SqlOptions())
     assert scored["metrics"]["gold_failures"] == 1 and not scored["items"][0]["correct"]
 
 
