@@ -30,11 +30,15 @@ def validate(config: cfg.RunConfig) -> None:
     from harness.data import get_task, load_train
     from harness.plugins import load_plugins
 
+    from harness import checks
+
     load_plugins(config.plugins)
     get_task(config)
-    load_train(config)  # a missing or malformed data file fails here, before workers start
     method = methods.get(config.method.method)  # unknown names and bad compositions fail here
     config.method.options()
+    checks.check(config)  # impossible settings, each with its fix
+    # a missing or malformed data file fails here, before workers start (file and line named)
+    checks.check(config, load_train(config))
     missing = set(method.needs) - {"replay", "counterfactual", "teacher"}
     if missing:
         raise ValueError(f"method {method.name!r} needs {sorted(missing)} forward passes, "

@@ -1,0 +1,138 @@
+"""Settings that cannot work, found before Ray starts: each problem says how to fix it.
+
+``settings_problems`` looks at the config alone; ``data_problems`` at the loaded training
+examples (a method that replays verifier information needs it on every example). Both return
+every problem at once, so that one failed start lists all there is to fix.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from harness.config import RunConfig
+
+KL_TYPES = ("low_var_kl", "kl", "mse")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _group_method(method) -> bool:
+    """Its advantages compare a response with the others of its group (every reward term
+    does: a group of one has no spread, so every advantage would be 0)."""
+    p = method.parts
+    return any(x is not None for x in (p.normaliser, p.weighting, p.filter, p.allocation))
+
+
+def settings_problems(config: RunConfig) -> list[str]:
+    import methods
+    from harness.loss import AGG_MODES
+
+    out: list[str] = []
+    r, t, m = config.rollout, config.training, config.method
+    method = methods.get(m.method)  # unknown names fail here, with the known ones listed
+    if r.group_size < 1:
+        out.append(f"group_size is {r.group_size}; use --group-size 2 or more")
+    elif r.group_size == 1 and _group_method(method):
+        out.append(f"method {m.method!r} normalises rewards within each prompt's group, and a "
+                   "group of 1 response has no spread (every advantage would be 0); use "
+                   "--group-size 2 or more")
+    if r.prompts_per_step < 1:
+        out.append(f"prompts_per_step is {r.prompts_per_step}; use --prompts-per-step 1 or more")
+    if t.workers < 1:
+        out.append(f"workers is {t.workers}; use --workers 1 or more")
+    elif r.prompts_per_step % t.workers:
+        out.append(f"prompts_per_step ({r.prompts_per_step}) is not divisible by workers "
+                   f"({t.workers}): each worker takes whole groups; use --prompts-per-step "
+                   f"{(r.prompts_per_step // t.workers + 1) * t.workers} or --workers "
+                   "dividing it")
+    if t.steps < 0:
+        out.append(f"steps is {t.steps}; use --steps 0 (evaluate only) or more")
+    if t.ppo_mini_batches < 1 or t.ppo_epochs < 1:
+        out.append("ppo_epochs and ppo_mini_batches must be 1 or more")
+    elif (r.prompts_per_step // max(t.workers, 1) * r.group_size) % t.ppo_mini_batches:
+        local = r.prompts_per_step // max(t.workers, 1) * r.group_size
+        out.append(f"each worker's {local} responses per step cannot be split into "
+                   f"{t.ppo_mini_batches} equal mini-batches; use --ppo-mini-batches dividing "
+                   f"{local}")
+    if t.micro_batch_size < 1:
+        out.append(f"micro_batch_size is {t.micro_batch_size}; use --micro-batch-size 1 or more")
+    if not t.lr > 0:
+        out.append(f"lr is {t.lr}; use a positive --lr")
+    if t.clip_eps_low < 0 or t.clip_eps_high < 0 or t.clip_eps_low >= 1:
+        out.append(f"clip epsilons ({t.clip_eps_low}, {t.clip_eps_high}) must be >= 0, the "
+                   "lower one below 1")
+    if t.grad_clip < 0 or t.kl_coef < 0 or t.weight_decay < 0:
+        out.append("grad_clip, kl_coef and weight_decay must be >= 0")
+    if t.loss_agg not in AGG_MODES:
+        out.append(f"unknown loss_agg {t.loss_agg!r}; use one of {', '.join(AGG_MODES)}")
+    if t.kl_type not in KL_TYPES:
+        out.append(f"unknown kl_type {t.kl_type!r}; use one of {', '.join(KL_TYPES)}")
+    if t.zero_stage not in (0, 1, 2, 3):
+        out.append(f"zero_stage is {t.zero_stage}; use 0, 1, 2 or 3")
+    if config.model.dtype not in DTYPES:
+        out.append(f"unknown dtype {config.model.dtype!r}; use one of {', '.join(DTYPES)}")
+    if not r.temperature > 0:
+        out.append(f"temperature is {r.temperature}; use a positive --temperature")
+    if not 0 < r.top_p <= 1:
+        out.append(f"top_p is {r.top_p}; use a value in (0, 1]")
+    if r.top_k < 0:
+        out.append(f"top_k is {r.top_k}; use 0 (off) or more")
+    if min(r.max_prompt_tokens, r.max_response_tokens, r.eval_max_response_tokens,
+           r.eval_batch_size) < 1:
+        out.append("max_prompt_tokens, max_response_tokens, eval_max_response_tokens and "
+                   "eval_batch_size must be 1 or more")
+    for name, value, lo, hi in (("mrtpo_beta", m.mrtpo_beta, 0.0, 1.0),
+                                ("opsd_beta", m.opsd_beta, 0.0, 1.0),
+                                ("cort_warmup", m.cort_warmup, 0.0, 1.0)):
+        if not lo <= value <= hi:
+            out.append(f"{name} is {value}, outside [{lo:g}, {hi:g}]; use --"
+                       f"{name.replace('_', '-')} within it")
+    if m.gd2po_tau is not None and not 0 <= m.gd2po_tau <= 1:
+        out.append(f"gd2po_tau is {m.gd2po_tau}, outside [0, 1]")
+    for name, value in (("sa_gamma", m.sa_gamma), ("dara_cap", m.dara_cap),
+                        ("cort_clip", m.cort_clip), ("opsd_coef", m.opsd_coef)):
+        if value < 0:
+            out.append(f"{name} is {value}; it must be >= 0")
+    if m.replay_chunk < 1:
+        out.append(f"replay_chunk is {m.replay_chunk}; use 1 or more (128 is the default)")
+    if m.dara_variant not in ("asym", "sym"):
+        out.append(f"unknown dara_variant {m.dara_variant!r}; use asym or sym")
+    if m.cort_map not in ("clip", "sigmoid"):
+        out.append(f"unknown cort_map {m.cort_map!r}; use clip or sigmoid")
+    if t.use_gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            out.append("use_gpu is set but this machine has no CUDA device; use --no-use-gpu "
+                       "(the smoke presets) or run on a GPU machine with the gpu extra")
+    ws = config.warmstart
+    if ws.warm_start and min(ws.warm_start_steps, ws.warm_start_batch) < 1:
+        out.append("warm_start_steps and warm_start_batch must be 1 or more")
+    return out
+
+
+def data_problems(config: RunConfig, train: Sequence) -> list[str]:
+    """What the training examples lack for this method (checked on every example)."""
+    import methods
+    from harness.data import get_task
+
+    needs = set(methods.get(config.method.method).needs)
+    if not needs & {"replay", "counterfactual", "teacher"}:
+        return []
+    task = get_task(config)
+    out = []
+    for example in train:
+        if not example.verifier_info:
+            out.append(f"method {config.method.method!r} replays each response with and "
+                       f"without its verifiers' information, and the training examples of task "
+                       f"{task.name!r} carry none (first: {example.id!r}); use a method "
+                       "without replay (e.g. gdpo) or a task family that provides it")
+            break
+    return out
+
+
+def check(config: RunConfig, train: Sequence | None = None) -> None:
+    """Raise ValueError naming every problem (settings, then data) with its fix."""
+    problems = settings_problems(config)
+    if train is not None and not problems:
+        problems += data_problems(config, train)
+    if problems:
+        raise ValueError("these settings cannot run:\n" + "\n".join(f"  - {p}" for p in problems))
