@@ -48,6 +48,17 @@ def prepare_smollm2(cache_dir: Path = CACHE_DIR) -> Path:
     out = smollm2_dir(cache_dir)
     if (out / _DONE_MARKER).is_file():
         return out
+    from filelock import FileLock
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # two runs started at once (two seeds, a test and a run) convert it once, not side by side
+    with FileLock(str(out) + ".lock"):
+        if (out / _DONE_MARKER).is_file():
+            return out
+        return _convert_smollm2(out)
+
+
+def _convert_smollm2(out: Path) -> Path:
     gguf = smollm2_gguf_path()
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer

@@ -107,8 +107,14 @@ def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int
     path = cache.folder(config, content_hash(demos))
     if cache.is_complete(path):
         return path
+    from filelock import FileLock
+
     check_no_benchmark_items(config, demos)  # before any worker starts
-    _fit(_sft_entry, config, probe=probe_prompts, probe_steps=list(probe_steps))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # seeds started side by side share one warm start: the second waits for the first's
+    with FileLock(str(path) + ".lock"):
+        if not cache.is_complete(path):
+            _fit(_sft_entry, config, probe=probe_prompts, probe_steps=list(probe_steps))
     if not cache.is_complete(path):
         raise RuntimeError(f"the warm start finished but {path} was not written; see the worker "
                            "logs")

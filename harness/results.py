@@ -124,11 +124,96 @@ def git_commit() -> str:
     return (commit or "unknown") + ("-dirty" if dirty else "")
 
 
-def load_result(path: Path) -> dict:
+# version 1 added schema, config_hash and data (hashes of the training and evaluation items);
+# version 0 files (written before) carry the rest and are read as they are
+RESULT_SCHEMA = 1
+_NUMBER = (int, float)
+_FIELDS_V0 = {"task": str, "method": str, "model": str, "seed": int, "metrics": dict,
+              "num_eval_items": int, "train": dict, "wall_seconds": _NUMBER, "config": dict,
+              "versions": dict, "git_commit": str}
+_FIELDS_V1 = {**_FIELDS_V0, "schema": int, "config_hash": str, "data": dict}
+
+
+class ResultError(ValueError):
+    """A stored result that is corrupt, foreign or from another schema (its path is named)."""
+
+
+def config_hash(config: RunConfig) -> str:
+    """A short hash of the fields that make a result's setting (:func:`identity`)."""
+    blob = json.dumps(identity(config), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def items_hash(examples) -> str:
+    """A short hash of a list of examples' ids, prompts and references (what was trained on or
+    evaluated), so that two results made from different data files are told apart."""
+    h = hashlib.sha256()
+    for ex in examples:
+        h.update(json.dumps([ex.id, list(ex.messages), ex.reference], sort_keys=True,
+                            default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:16]
+
+
+def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: float,
+                train_examples=(), eval_examples=()) -> dict:
+    """A result file's content (schema ``RESULT_SCHEMA``): what was measured, with the config,
+    its hash, hashes of the training and evaluation items, package versions and the commit."""
+    return {
+        "schema": RESULT_SCHEMA,
+        "task": config.task.task, "method": config.method.method, "model": config.model.model,
+        "seed": config.seed, "metrics": metrics, "num_eval_items": len(eval_examples),
+        "train": train, "wall_seconds": wall_seconds,
+        "config": config.to_dict(), "config_hash": config_hash(config),
+        "data": {"train": items_hash(train_examples), "eval": items_hash(eval_examples)},
+        "versions": package_versions(), "git_commit": git_commit(),
+    }
+
+
+def validate_result(data: Any, path: Path) -> dict:
+    """``data`` if it is a result of a known schema; ResultError naming the path otherwise."""
+    def bad(why: str) -> ResultError:
+        return ResultError(f"{path}: {why}; it is not used (delete or move it to rerun that seed)")
+
+    if not isinstance(data, dict):
+        raise bad(f"not a result file (a JSON {type(data).__name__}, not an object)")
+    version = data.get("schema", 0)
+    if not isinstance(version, int) or version < 0:
+        raise bad(f"schema {version!r} is not a version number")
+    if version > RESULT_SCHEMA:
+        raise bad(f"written with result schema {version}, newer than this harness's "
+                  f"{RESULT_SCHEMA}")
+    fields = _FIELDS_V1 if version >= 1 else _FIELDS_V0
+    missing = sorted(k for k in fields if k not in data)
+    if missing:
+        raise bad(f"not a result file of schema {version} (missing {', '.join(missing)})")
+    for key, kind in fields.items():
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise bad(f"field {key!r} is a {type(value).__name__}")
+    for name, value in data["metrics"].items():
+        if value is not None and (not isinstance(value, _NUMBER) or isinstance(value, bool)):
+            raise bad(f"metric {name!r} is not a number ({value!r})")
     try:
-        return json.loads(path.read_text())
+        config = RunConfig.from_dict(data["config"])
+    except (TypeError, ValueError) as exc:
+        raise bad(f"its config cannot be read ({exc})") from None
+    if version >= 1 and data["config_hash"] != config_hash(config):
+        raise bad("its config_hash does not match its config (edited by hand?)")
+    return data
+
+
+def load_result(path: Path) -> dict:
+    """A stored result, validated against its schema (see :func:`validate_result`)."""
+    try:
+        data = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); delete it to rerun that seed") from exc
+        raise ResultError(f"{path}: not valid JSON ({exc}); delete it to rerun that seed") \
+            from exc
+    except UnicodeDecodeError as exc:
+        raise ResultError(f"{path}: not UTF-8 text ({exc}); delete it to rerun that seed") \
+            from exc
+    return validate_result(data, path)
 
 
 def stored_seeds(config: RunConfig) -> dict[int, Path]:

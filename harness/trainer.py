@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -28,8 +29,7 @@ from harness.replay import contrast as contrast_fn
 from harness.replay import known_rewards, replay_messages, response_hidden
 from harness.replay import relevance as relevance_fn
 from harness.warmstart.cache import policy_source
-from harness.results import (atomic_write_json, atomic_write_jsonl, git_commit, package_versions,
-                             result_path)
+from harness.results import atomic_write_json, atomic_write_jsonl, make_record, result_path
 from harness.rollout import HFRollout, Rollout, with_response
 from methods import RolloutBatch
 from methods.stats import groups_with_signal
@@ -426,7 +426,8 @@ def partial_log_path(config: RunConfig) -> Path:
 
 
 def store_result(config: RunConfig, examples: list[Example], responses: list[str],
-                 scored: dict, history: list[dict], wall: float) -> Path:
+                 scored: dict, history: list[dict], wall: float,
+                 train_examples: Sequence[Example] = ()) -> Path:
     """Predictions, then the training log, then the result JSON (the commit marker)."""
     path = result_path(config)
     items = {it["id"]: it for it in scored.get("items", [])}
@@ -437,12 +438,9 @@ def store_result(config: RunConfig, examples: list[Example], responses: list[str
                        [{"id": ex.id, "response": text, **{k: v for k, v in
                          items.get(ex.id, {}).items() if k != "id"}}
                         for ex, text in zip(examples, responses)])
-    atomic_write_json(path, {
-        "task": config.task.task, "method": config.method.method, "model": config.model.model,
-        "seed": config.seed, "metrics": scored["metrics"], "num_eval_items": len(examples),
-        "train": summarise_training(history), "wall_seconds": wall,
-        "config": config.to_dict(), "versions": package_versions(), "git_commit": git_commit(),
-    })
+    atomic_write_json(path, make_record(
+        config, scored["metrics"], train=summarise_training(history), wall_seconds=wall,
+        train_examples=train_examples, eval_examples=examples))
     return path
 
 
@@ -468,4 +466,4 @@ def train_worker(config: RunConfig, reporter_factory=None) -> Path | None:
     examples, responses = evaluated
     scored = trainer.task.score(examples, responses)
     return store_result(config, examples, responses, scored, history,
-                        time.perf_counter() - start)
+                        time.perf_counter() - start, trainer.train_examples)

@@ -7,7 +7,7 @@ import pytest
 
 from harness import cli
 from harness.config import resolve
-from harness.results import atomic_write_json, result_path, stored_seeds
+from harness.results import atomic_write_json, make_record, result_path, stored_seeds
 from harness.reports.aggregate import cell, mean_std
 
 
@@ -49,9 +49,9 @@ def _store(config, seed, value):
 
     seeded = replace(config, seed=seed)
     path = result_path(seeded)
-    atomic_write_json(path, {"metrics": {"non_live_overall": value, "live_overall": value / 2,
-                                         "format_rate": 50.0},
-                             "train": {"time/step/mean": 3.0}, "config": seeded.to_dict()})
+    atomic_write_json(path, make_record(
+        seeded, {"non_live_overall": value, "live_overall": value / 2, "format_rate": 50.0},
+        train={"time/step/mean": 3.0}, wall_seconds=1.0))
     return path
 
 
@@ -80,12 +80,13 @@ def test_unknown_names_fail_with_suggestions(capsys):
 
 
 def test_a_stored_seed_from_other_settings_is_not_pooled(tmp_path, capsys):
+    from dataclasses import replace
 
     config = resolve("smoke", {"results_dir": str(tmp_path), "method": "gdpo", "task": "bfcl"})
     path = _store(config, 0, 10.0)
     # the same folder, but the stored run used another learning rate (an edited preset, say)
-    data = json.loads(path.read_text())
-    data["config"]["training"]["lr"] = 0.5
+    stored = replace(config, training=replace(config.training, lr=0.5))
+    data = make_record(stored, {"non_live_overall": 1.0}, train={}, wall_seconds=1.0)
     atomic_write_json(path, data)
     rc = cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--seeds", "1",
                    "--results-dir", str(tmp_path)])
@@ -102,3 +103,101 @@ def test_training_set_and_local_model_are_part_of_the_identity(tmp_path):
     pa = result_path(resolve("smoke", {"results_dir": str(tmp_path), "model": str(a)}))
     pb = result_path(resolve("smoke", {"results_dir": str(tmp_path), "model": str(b)}))
     assert pa != pb and pa.parent.parent.name.startswith("hf-")
+
+
+# -- integrity: schema, hashes, corrupt and foreign files -------------------------------------
+def _record(tmp_path, seed=0, **overrides):
+    from dataclasses import replace
+
+    from tasks.base import Example
+
+    config = replace(resolve("smoke", {"results_dir": str(tmp_path), **overrides}), seed=seed)
+    items = [Example(id=f"q{i}", messages=({"role": "user", "content": f"ask {i}"},),
+                     reference={"name": "f"}) for i in range(3)]
+    return config, make_record(config, {"non_live_overall": 12.5}, train={"steps": 1},
+                               wall_seconds=2.0, train_examples=items, eval_examples=items[:2])
+
+
+def test_a_result_records_its_schema_hashes_versions_and_commit(tmp_path):
+    from harness.results import RESULT_SCHEMA, config_hash, load_result
+
+    config, data = _record(tmp_path)
+    assert data["schema"] == RESULT_SCHEMA and data["config_hash"] == config_hash(config)
+    assert set(data["data"]) == {"train", "eval"} and data["data"]["train"] != data["data"]["eval"]
+    assert "torch" in data["versions"] and data["git_commit"]
+    assert data["num_eval_items"] == 2
+    atomic_write_json(result_path(config), data)
+    assert load_result(result_path(config)) == json.loads(json.dumps(data))
+    # the hash follows the result-changing settings only
+    assert config_hash(resolve("smoke", {"workers": 2})) == config_hash(resolve("smoke", {}))
+    assert config_hash(resolve("smoke", {"lr": 0.5})) != config_hash(resolve("smoke", {}))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text, data: text[: len(text) // 2], "not valid JSON"),
+    (lambda text, data: b"\xff\xfe garbage", "not UTF-8"),
+    (lambda text, data: json.dumps([1, 2]), "not a result file (a JSON list"),
+    (lambda text, data: json.dumps({"rows": [], "report": "bench"}), "missing"),
+    (lambda text, data: json.dumps({**data, "schema": 99}), "newer than this harness"),
+    (lambda text, data: json.dumps({**data, "metrics": {"acc": "high"}}), "metric 'acc'"),
+    (lambda text, data: json.dumps({**data, "seed": "0"}), "field 'seed' is a str"),
+    (lambda text, data: json.dumps({**data, "config": {"bogus": {}}}), "config cannot be read"),
+    (lambda text, data: json.dumps({**data, "config": {**data["config"], "seed": 7,
+                                                       "training": {**data["config"]["training"],
+                                                                    "lr": 9.0}}}),
+     "config_hash does not match"),
+])
+def test_corrupt_or_foreign_result_files_are_refused_with_their_path(tmp_path, damage, message):
+    from harness.results import ResultError, load_result
+
+    config, data = _record(tmp_path)
+    path = result_path(config)
+    text = json.dumps(data)
+    damaged = damage(text, data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(damaged if isinstance(damaged, bytes) else damaged.encode())
+    with pytest.raises(ResultError) as err:
+        load_result(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_a_corrupt_seed_is_reported_never_aggregated(tmp_path, capsys):
+    config, data = _record(tmp_path, method="gdpo", task="bfcl")
+    atomic_write_json(result_path(config), data)
+    bad = result_path(config).with_name("seed1.json")
+    bad.write_text('{"metrics": {"non_live_overall": 99.0}}')  # a foreign, partial file
+    rc = cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--seeds", "2",
+                   "--results-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(bad) in err and "not a result file" in err
+
+
+def test_committed_results_all_validate():
+    from pathlib import Path
+
+    from harness.results import load_result
+
+    root = Path(__file__).resolve().parent.parent / "results"
+    paths = [p for p in root.rglob("seed*.json") if p.name.count(".") == 1]
+    assert paths, "no committed results found"
+    for path in paths:
+        load_result(path)
+
+
+def test_seeds_stored_side_by_side_never_clobber_each_other(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.results import load_result
+
+    def write(seed):
+        config, data = _record(tmp_path, seed=seed)
+        for _ in range(5):  # rewritten while the others write too
+            atomic_write_json(result_path(config), data)
+        return config
+
+    with ThreadPoolExecutor(8) as pool:
+        configs = list(pool.map(write, range(8)))
+    assert sorted(stored_seeds(configs[0])) == list(range(8))
+    assert [load_result(result_path(c))["seed"] for c in configs] == list(range(8))
+    leftovers = [p.name for p in result_path(configs[0]).parent.iterdir() if p.suffix == ".tmp"]
+    assert leftovers == []
