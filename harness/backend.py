@@ -31,9 +31,12 @@ def _worker_entry(loop_config: dict) -> None:
     from harness.console.progress import worker_reporter
     from harness.trainer import train_worker
 
+    from harness.checkpoints.store import RayCheckpointer
+
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
-    train_worker(RunConfig.from_dict(loop_config["config"]), reporter_factory=worker_reporter)
+    train_worker(RunConfig.from_dict(loop_config["config"]), reporter_factory=worker_reporter,
+                 checkpointer=RayCheckpointer())
 
 
 def _sft_entry(loop_config: dict) -> None:
@@ -65,23 +68,33 @@ def start_ray(num_cpus: int | None = None) -> None:
                  log_to_driver=False, configure_logging=True, logging_level="warning")
 
 
-def _fit(entry, config: RunConfig, **payload) -> None:
-    """One Ray Train fit of ``entry`` on the config's workers."""
+def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> None:
+    """One Ray Train fit of ``entry`` on the config's workers. ``storage``: the seed's
+    checkpoint folder (a fixed run name there resumes from its latest complete checkpoint);
+    None: a fresh temporary one, nothing to resume."""
     import ray.train
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    from harness.checkpoints.store import RUN_NAME
+
     t = config.training
     cpus = max(1, usable_cpus() // t.workers)
-    storage = tempfile.mkdtemp(prefix="harness-ray-")
+    if storage is None:
+        # a unique name: reusing one in the same storage would resume the old run
+        name, storage = f"harness-{uuid.uuid4().hex[:12]}", Path(tempfile.mkdtemp(
+            prefix="harness-ray-"))
+    else:
+        name = RUN_NAME
     trainer = TorchTrainer(
         entry,
         train_loop_config={"config": config.to_dict(), "threads": cpus, **payload},
         scaling_config=ray.train.ScalingConfig(
             num_workers=t.workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": cpus}),
         torch_config=TorchConfig(backend="nccl" if t.use_gpu else "gloo"),
-        # a unique name: reusing one in the same storage would resume the old run
-        run_config=ray.train.RunConfig(name=f"harness-{uuid.uuid4().hex[:12]}",
-                                       storage_path=storage),
+        run_config=ray.train.RunConfig(
+            name=name, storage_path=str(storage),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=t.keep_checkpoints),
+            failure_config=ray.train.FailureConfig(max_failures=t.max_failures)),
     )
     from harness.console.progress import run_with_progress
     from harness.console.quiet import ray_log_hint
@@ -126,9 +139,15 @@ def train_seed(config: RunConfig) -> Path:
     from harness.plugins import load_plugins
     from harness.results import result_path
 
+    from harness.checkpoints import store
+
     load_plugins(config.plugins)  # the driver resolves result paths through the registries too
-    _fit(_worker_entry, config)
     path = result_path(config)
+    # a stored seed run again (--force) starts from step 0; a missing one resumes from the
+    # latest complete checkpoint of an earlier, killed run of the same settings
+    storage = store.prepare(config, fresh=path.is_file())
+    _fit(_worker_entry, config, storage=storage)
     if not path.is_file():
         raise RuntimeError(f"training finished but {path} was not written; see the worker logs")
+    store.clear(config)  # the result is stored: its checkpoints are no longer needed
     return path

@@ -103,6 +103,8 @@ def settings_problems(config: RunConfig) -> list[str]:
         if not torch.cuda.is_available():
             out.append("use_gpu is set but this machine has no CUDA device; use --no-use-gpu "
                        "(the smoke presets) or run on a GPU machine with the gpu extra")
+    if t.save_every < 0 or t.keep_checkpoints < 1 or t.max_failures < 0:
+        out.append("save_every and max_failures must be >= 0 (0 = off), keep_checkpoints >= 1")
     ws = config.warmstart
     if ws.warm_start and min(ws.warm_start_steps, ws.warm_start_batch) < 1:
         out.append("warm_start_steps and warm_start_batch must be 1 or more")

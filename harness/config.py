@@ -70,6 +70,15 @@ class TrainingConfig:
     workers: int = opt(1, "Ray Train workers (data parallel ranks)", identity=False)
     use_gpu: bool = opt(False, "one GPU per worker (nccl) instead of CPU (gloo)", identity=False)
     zero_stage: int = opt(3, "DeepSpeed ZeRO stage of the policy engine (0-3)", identity=False)
+    save_every: int = opt(0, "save a checkpoint every N steps (engine and optimizer, every "
+                             "worker's RNG, the prompt sampler, the log so far); re-running the "
+                             "same command resumes from the latest complete one; 0 = off",
+                          identity=False)
+    keep_checkpoints: int = opt(2, "checkpoints kept per seed (older ones are pruned)",
+                                identity=False)
+    max_failures: int = opt(0, "times Ray Train restarts a failed worker group (from the latest "
+                               "checkpoint, or step 0 without one) before the run fails",
+                            identity=False)
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,9 @@ class RunConfig:
     results_dir: str = opt("runs", "where result files are stored (the reference results "
                                    "committed with the project live in results/)",
                            identity=False)
+    checkpoint_dir: str = opt("checkpoints", "where step checkpoints are kept while a seed "
+                                             "trains (removed once its result is stored)",
+                              identity=False)
     plugins: tuple[str, ...] = opt((), "Python files or modules imported first, to register "
                                        "your own methods or tasks (repeatable)", identity=False)
 

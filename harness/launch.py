@@ -14,7 +14,8 @@ from harness import config as cfg
 
 
 def absolute(config: cfg.RunConfig) -> cfg.RunConfig:
-    config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
+    config = replace(config, results_dir=str(Path(config.results_dir).resolve()),
+                     checkpoint_dir=str(Path(config.checkpoint_dir).resolve()))
     if config.task.data_dir:
         config = replace(config, task=replace(config.task,
                                               data_dir=str(Path(config.task.data_dir).resolve())))

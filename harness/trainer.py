@@ -364,13 +364,26 @@ class Trainer:
         out["time/sync"] = time.perf_counter() - t0
         return out
 
-    def train(self, log_path: Path | None, progress=None) -> list[dict]:
-        """Run every step; per-step metrics are appended to ``log_path`` as they come."""
-        history = []
+    def train(self, log_path: Path | None, progress=None, checkpointer=None) -> list[dict]:
+        """Run every step; per-step metrics are appended to ``log_path`` as they come.
+
+        ``checkpointer`` (harness.checkpoints.store.RayCheckpointer): resume from its latest
+        checkpoint if there is one, and save one every ``save_every`` steps."""
+        from harness.checkpoints import state
+
+        history: list[dict] = []
+        start = 0
+        every = self.config.training.save_every
+        if checkpointer is not None:
+            with checkpointer.latest() as folder:
+                if folder is not None:
+                    start, history = state.load(folder, self)
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            log_path.write_text("")  # a rerun of this seed starts its log afresh
-        for step in range(self.config.training.steps):
+            # a fresh seed starts its log afresh; a resumed one keeps exactly the steps of its
+            # checkpoint (rows a killed run wrote after it are dropped)
+            log_path.write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
+        for step in range(start, self.config.training.steps):
             t0 = time.perf_counter()
             data, metrics = self.collect(step)
             t1 = time.perf_counter()
@@ -384,6 +397,10 @@ class Trainer:
                     fh.write(json.dumps(metrics, sort_keys=True) + "\n")
             if progress is not None:
                 progress(metrics)
+            done = step + 1
+            if checkpointer is not None and every and done % every == 0 \
+                    and done < self.config.training.steps:
+                checkpointer.save(done, lambda folder: state.save(folder, self, done, history))
         return history
 
     # --- evaluation ----------------------------------------------------------------------
@@ -427,7 +444,7 @@ def partial_log_path(config: RunConfig) -> Path:
 
 def store_result(config: RunConfig, examples: list[Example], responses: list[str],
                  scored: dict, history: list[dict], wall: float,
-                 train_examples: Sequence[Example] = ()) -> Path:
+                 train_examples: Sequence[Example] = (), param_checksum: str = "") -> Path:
     """Predictions, then the training log, then the result JSON (the commit marker)."""
     path = result_path(config)
     items = {it["id"]: it for it in scored.get("items", [])}
@@ -439,14 +456,17 @@ def store_result(config: RunConfig, examples: list[Example], responses: list[str
                          items.get(ex.id, {}).items() if k != "id"}}
                         for ex, text in zip(examples, responses)])
     atomic_write_json(path, make_record(
-        config, scored["metrics"], train=summarise_training(history), wall_seconds=wall,
+        config, scored["metrics"],
+        train={**summarise_training(history), "final_param_sha256": param_checksum},
+        wall_seconds=wall,
         train_examples=train_examples, eval_examples=examples))
     return path
 
 
-def train_worker(config: RunConfig, reporter_factory=None) -> Path | None:
+def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None) -> Path | None:
     """Train and evaluate one seed on this rank; rank 0 stores and returns the result path.
-    ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console)."""
+    ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console);
+    ``checkpointer``: see ``Trainer.train``."""
     start = time.perf_counter()
     trainer = Trainer(config)
     # the log grows in a .partial file that store_result renames: a killed run never leaves a
@@ -457,7 +477,10 @@ def train_worker(config: RunConfig, reporter_factory=None) -> Path | None:
         reporter = reporter_factory(f"{config.method.method} seed {config.seed}",
                                     config.training.steps)
         reporter.begin_train()
-    history = trainer.train(log, reporter.step if reporter else None)
+    history = trainer.train(log, reporter.step if reporter else None, checkpointer)
+    from harness.checkpoints.state import parameter_checksum
+
+    checksum = parameter_checksum(trainer.engine.module)  # collective under ZeRO-3
     evaluated = trainer.evaluate(reporter)
     if reporter is not None:
         reporter.close()
@@ -466,4 +489,4 @@ def train_worker(config: RunConfig, reporter_factory=None) -> Path | None:
     examples, responses = evaluated
     scored = trainer.task.score(examples, responses)
     return store_result(config, examples, responses, scored, history,
-                        time.perf_counter() - start, trainer.train_examples)
+                        time.perf_counter() - start, trainer.train_examples, checksum)

@@ -1,0 +1,178 @@
+"""Step checkpoints and resume: a run SIGKILLed mid-training and run again ends with the same
+parameters and per-step metrics as an uninterrupted one; a worker killed mid-training is
+restarted by Ray Train from the last checkpoint. tiny-random, CPU."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.config import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+TOY = str(ROOT / "tests" / "plugins" / "toy_task.py")
+TINY = {"model": "tiny-random", "method": "gdpo", "task": "toy", "plugins": (TOY,), "steps": 5,
+        "prompts_per_step": 2, "group_size": 4, "max_response_tokens": 12,
+        "eval_max_response_tokens": 8, "eval_limit": 4, "lr": 1e-2, "max_prompt_tokens": 4096,
+        "save_every": 2}
+FLAGS = ["--model", "tiny-random", "--method", "gdpo", "--task", "toy", "--plugin", TOY,
+         "--steps", "5", "--prompts-per-step", "2", "--group-size", "4",
+         "--max-response-tokens", "12", "--eval-max-response-tokens", "8", "--eval-limit", "4",
+         "--lr", "0.01", "--max-prompt-tokens", "4096", "--save-every", "2"]
+
+
+def run_cli(results: Path, checkpoints: Path, kill_after_rows: int = 0) -> None:
+    """``harness run`` in its own session; SIGKILL the whole session (driver, Ray, workers)
+    once its training log has this many rows (0: let it finish)."""
+    cmd = [sys.executable, "-m", "harness", "run", *FLAGS, "--results-dir", str(results),
+           "--checkpoint-dir", str(checkpoints)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    if not kill_after_rows:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        return
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        logs = list(results.rglob("seed0.train.jsonl.partial"))
+        if logs and len(logs[0].read_text().splitlines()) >= kill_after_rows:
+            break
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def rows(path: Path) -> list[dict]:
+    out = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        out.append({k: v for k, v in row.items() if not k.startswith("time/")})
+    return out
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_checksum_and_metrics(tmp_path):
+    run_cli(tmp_path / "plain", tmp_path / "ck-plain")
+    plain = next((tmp_path / "plain").rglob("seed0.json"))
+
+    # killed after step 3's row: the checkpoint of step 2 is complete, step 3 is lost
+    run_cli(tmp_path / "resumed", tmp_path / "ck", kill_after_rows=3)
+    assert not list((tmp_path / "resumed").rglob("seed0.json"))
+    assert list((tmp_path / "ck").rglob("step-000002")), "no checkpoint was kept"
+    run_cli(tmp_path / "resumed", tmp_path / "ck")  # the same command again
+    resumed = next((tmp_path / "resumed").rglob("seed0.json"))
+
+    a, b = json.loads(plain.read_text()), json.loads(resumed.read_text())
+    assert a["train"]["final_param_sha256"] == b["train"]["final_param_sha256"]
+    assert rows(plain.with_suffix(".train.jsonl")) == rows(resumed.with_suffix(".train.jsonl"))
+    assert [r["step"] for r in rows(resumed.with_suffix(".train.jsonl"))] == [1, 2, 3, 4, 5]
+    assert a["metrics"] == b["metrics"]
+    # the seed's checkpoints are removed once its result is stored
+    assert not list((tmp_path / "ck").rglob("step-*"))
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_restarted_from_the_last_checkpoint(tmp_path):
+    import threading
+
+    from harness.backend import start_ray, train_seed
+
+    config = resolve("smoke", {**TINY, "workers": 2, "zero_stage": 3, "max_failures": 1,
+                               "results_dir": str(tmp_path / "results"),
+                               "checkpoint_dir": str(tmp_path / "ck")})
+    start_ray(num_cpus=2)
+    killed: list[int] = []
+
+    def kill_one_worker_after_the_checkpoint():
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not killed:
+            logs = list((tmp_path / "results").rglob("seed0.train.jsonl.partial"))
+            if logs and len(logs[0].read_text().splitlines()) >= 3 \
+                    and list((tmp_path / "ck").rglob("step-000002")):
+                workers = [p for p in _descendants(os.getpid())
+                           if "RayTrainWorker" in _cmdline(p)]
+                if workers:
+                    os.kill(workers[-1], signal.SIGKILL)
+                    killed.append(workers[-1])
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_one_worker_after_the_checkpoint, daemon=True)
+    killer.start()
+    path = train_seed(config)
+    killer.join(timeout=1)
+    assert killed, "no worker was killed"
+    log = rows(path.with_suffix(".train.jsonl"))
+    # resumed after step 2: every step once, in order, none lost and none repeated
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5]
+    data = json.loads(path.read_text())
+    assert data["train"]["steps"] == 5 and data["config"]["training"]["workers"] == 2
+
+
+def test_checkpoints_of_other_settings_are_never_resumed(tmp_path):
+    from dataclasses import replace
+
+    from harness.checkpoints import store
+    from harness.plugins import load_plugins
+
+    load_plugins((TOY,))
+    config = resolve("smoke", {**TINY, "results_dir": str(tmp_path / "r"),
+                               "checkpoint_dir": str(tmp_path / "ck")})
+    folder = store.prepare(config)
+    assert folder == store.seed_folder(config) and folder.is_relative_to(tmp_path / "ck")
+    assert store.prepare(config) == folder  # the same settings: resumable
+    other = replace(config, training=replace(config.training, lr=0.5))
+    assert store.seed_folder(other) != folder  # another setting has its own folder anyway
+    # a folder whose marker says otherwise (settings edited under the same name) is refused
+    (folder / store.SETTINGS_FILE).write_text(json.dumps({"config_hash": "x", "workers": 1}))
+    with pytest.raises(ValueError, match="checkpoints of other settings"):
+        store.prepare(config)
+    assert store.prepare(config, fresh=True) == folder  # --force starts afresh
+
+
+def test_trainer_state_round_trips_rng_and_sampler(tmp_path):
+    import random
+
+    import numpy as np
+    import torch
+
+    from harness.checkpoints import state
+    from harness.data import PromptSampler
+
+    sampler = PromptSampler(7, seed=3)
+    sampler.next(4)
+    saved = state.rng_state()
+    want = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+    state.set_rng_state(saved)
+    assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == want
+    copy = PromptSampler(7, seed=99)
+    copy.queue = list(json.loads(json.dumps(sampler.queue)))
+    copy.rng.setstate(state._tupled(json.loads(json.dumps(state._jsonable(sampler.rng.getstate())))))
+    assert copy.next(10) == sampler.next(10)
