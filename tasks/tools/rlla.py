@@ -97,7 +97,9 @@ def _rows_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
 def _rows_json(path: Path) -> Iterator[tuple[str, Any]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
+        raise RllaFormatError(f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+    except ValueError as exc:  # not UTF-8
         raise RllaFormatError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, list):
         raise RllaFormatError(f"{path}: expected a JSON array of rows, got {type(data).__name__}")

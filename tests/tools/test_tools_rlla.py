@@ -81,6 +81,13 @@ def test_malformed_jsonl_names_file_and_line(tmp_path):
         load_rlla(tmp_path)
 
 
+def test_malformed_json_array_names_file_and_line(tmp_path):
+    path = tmp_path / "train.json"
+    path.write_text("[\n" + json.dumps(ROWS[0]) + ",\n{not json}\n]", encoding="utf-8")
+    with pytest.raises(RllaFormatError, match=r"train\.json, line 3"):
+        load_rlla(tmp_path)
+
+
 def test_bad_row_names_file_and_row(tmp_path):
     bad = dict(ROWS[1])
     bad["reward_model"] = {"style": "rule"}
