@@ -65,17 +65,15 @@ def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
 def training_rewards(config: cfg.RunConfig, seeds: list[int]) -> str:
     """Each reward's training mean at the first and the last step (mean over seeds), from the
     stored per-step logs; empty when no seed has steps."""
-    import json
     import math
     from dataclasses import replace
 
-    from harness.results import result_path
+    from harness.results import read_train_log, result_path, train_log_path
 
     logs = []
     for s in seeds:
-        path = result_path(replace(config, seed=s)).with_suffix(".train.jsonl")
-        rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] \
-            if path.is_file() else []
+        path = train_log_path(result_path(replace(config, seed=s)))
+        rows = read_train_log(path) if path.is_file() else []
         if rows:
             logs.append((rows[0], rows[-1]))
     if not logs:
@@ -181,7 +179,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def read_predictions(path: Path) -> dict[str, str]:
-    from tasks.jsonio import read_jsonl
+    from common.jsonl import read_jsonl
 
     out: dict[str, str] = {}
     for lineno, row in read_jsonl(path):

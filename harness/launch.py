@@ -74,8 +74,14 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print) -> list[Path]:
         from harness.backend import warm_start
 
         log(f"warm start: {warm_start(config)}")
+    from harness.checkpoints import store
+
     out = []
     for s in seeds:
+        found = store.saved_steps(replace(config, seed=s))
+        if found:
+            log(f"seed {s}: checkpoints of steps {found} found; Ray Train resumes from the "
+                "latest complete one")
         path = train_seed(replace(config, seed=s))
         log(f"seed {s}: stored {path}")
         out.append(path)

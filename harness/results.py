@@ -203,6 +203,19 @@ def validate_result(data: Any, path: Path) -> dict:
     return data
 
 
+def train_log_path(result: Path) -> Path:
+    """The per-step training log stored beside a result file."""
+    return Path(result).with_suffix(".train.jsonl")
+
+
+def read_train_log(path: Path) -> list[dict]:
+    """The rows of a per-step training log (``seed<k>.train.jsonl``), in step order; a bad line
+    is reported with its file and line."""
+    from common.jsonl import read_jsonl
+
+    return [row for _, row in read_jsonl(path)]
+
+
 def load_result(path: Path) -> dict:
     """A stored result, validated against its schema (see :func:`validate_result`)."""
     try:

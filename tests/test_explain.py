@@ -2,14 +2,14 @@
 
 from harness import cli
 from harness.config import resolve
-from harness.results import atomic_write_json, result_path
+from harness.results import atomic_write_json, make_record, result_path
 
 
 def test_explain_writes_html_and_png(tmp_path, capsys):
     config = resolve("smoke", {"model": "tiny-random", "results_dir": str(tmp_path),
                                "max_response_tokens": 6, "group_size": 3})
     run = result_path(config)
-    atomic_write_json(run, {"config": config.to_dict(), "metrics": {}})
+    atomic_write_json(run, make_record(config, {}, train={}, wall_seconds=0.0))
     out = tmp_path / "explain"
     assert cli.main(["explain", "--run", str(run), "--example", "2", "--response", "1",
                      "--output", str(out)]) == 0

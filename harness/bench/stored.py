@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from harness.results import read_train_log
 
 
 def bench_steps(args: argparse.Namespace) -> int:
@@ -12,7 +13,7 @@ def bench_steps(args: argparse.Namespace) -> int:
     for folder in args.runs:
         times = []
         for log in sorted(Path(folder).glob("seed*.train.jsonl")):
-            steps = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+            steps = read_train_log(log)
             times += [s["time/step"] for s in steps]
         if not times:
             raise ValueError(f"{folder}: no seed*.train.jsonl with steps")

@@ -55,6 +55,16 @@ def clear(config: RunConfig) -> None:
     shutil.rmtree(seed_folder(config), ignore_errors=True)
 
 
+def saved_steps(config: RunConfig) -> list[int]:
+    """Steps whose checkpoint folders exist for this seed (the newest may be incomplete: Ray
+    Train, not this list, decides which one is resumed)."""
+    run = seed_folder(config) / RUN_NAME
+    if not run.is_dir():
+        return []
+    return sorted(int(p.name.split("-")[1]) for p in run.glob("step-*") if p.is_dir()
+                  and p.name.split("-")[1].isdigit())
+
+
 class RayCheckpointer:
     """Inside a Ray Train worker: the latest checkpoint to resume from, and saving one."""
 

@@ -3,7 +3,6 @@ numbers at the steps where they were evaluated, steps to a reward threshold, and
 replay distance falls."""
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
@@ -13,19 +12,12 @@ from harness.reports.plan import Job, Plan
 
 
 def train_log(job: Job, seed: int) -> list[dict]:
-    from harness.results import result_path
+    from harness.results import read_train_log, result_path, train_log_path
 
-    path = result_path(job.seed_config(seed)).with_suffix(".train.jsonl")
+    path = train_log_path(result_path(job.seed_config(seed)))
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the per-step log of a stored seed is missing")
-    rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
-    return rows
+    return read_train_log(path)
 
 
 def series(logs: Sequence[list[dict]], key: str) -> tuple[list[int], list[list[float]]]:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Sequence
 
 from tasks.base import Example
-from tasks.jsonio import json_value, read_jsonl
+from common.jsonl import read_jsonl
+from tasks.jsonio import json_value
 from tasks.instruct.judge import compose, load_templates, make_judge, parse
 
 FOLDER = "advancedif"

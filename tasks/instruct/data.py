@@ -26,7 +26,8 @@ from typing import Any, Sequence
 
 from tasks.base import Example, VerifierInfo
 from tasks.instruct import checkers
-from tasks.jsonio import json_value, read_jsonl
+from common.jsonl import read_jsonl
+from tasks.jsonio import json_value
 
 K_MAX = 16  # constraint slots (rewards c1..c16); HIR prompts have 5-13 constraints
 BENCHMARK_FILES = {
