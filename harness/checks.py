@@ -21,7 +21,15 @@ def _group_method(method) -> bool:
     return any(x is not None for x in (p.normaliser, p.weighting, p.filter, p.allocation))
 
 
-def settings_problems(config: RunConfig) -> list[str]:
+def local_responses(config: RunConfig, world: int) -> int:
+    """Responses one worker trains on per step: its whole groups."""
+    r = config.rollout
+    return r.prompts_per_step // max(world, 1) * r.group_size
+
+
+def settings_problems(config: RunConfig, world: int | None = None) -> list[str]:
+    """``world``: the number of workers that will share each step (default: the config's
+    ``workers``; a trainer passes the process group's actual size)."""
     import methods
     from harness.loss import AGG_MODES
 
@@ -36,19 +44,20 @@ def settings_problems(config: RunConfig) -> list[str]:
                    "--group-size 2 or more")
     if r.prompts_per_step < 1:
         out.append(f"prompts_per_step is {r.prompts_per_step}; use --prompts-per-step 1 or more")
-    if t.workers < 1:
-        out.append(f"workers is {t.workers}; use --workers 1 or more")
-    elif r.prompts_per_step % t.workers:
+    world = t.workers if world is None else world
+    if world < 1:
+        out.append(f"workers is {world}; use --workers 1 or more")
+    elif r.prompts_per_step % world:
         out.append(f"prompts_per_step ({r.prompts_per_step}) is not divisible by workers "
-                   f"({t.workers}): each worker takes whole groups; use --prompts-per-step "
-                   f"{(r.prompts_per_step // t.workers + 1) * t.workers} or --workers "
+                   f"({world}): each worker takes whole groups; use --prompts-per-step "
+                   f"{(r.prompts_per_step // world + 1) * world} or --workers "
                    "dividing it")
     if t.steps < 0:
         out.append(f"steps is {t.steps}; use --steps 0 (evaluate only) or more")
     if t.ppo_mini_batches < 1 or t.ppo_epochs < 1:
         out.append("ppo_epochs and ppo_mini_batches must be 1 or more")
-    elif (r.prompts_per_step // max(t.workers, 1) * r.group_size) % t.ppo_mini_batches:
-        local = r.prompts_per_step // max(t.workers, 1) * r.group_size
+    elif local_responses(config, world) % t.ppo_mini_batches:
+        local = local_responses(config, world)
         out.append(f"each worker's {local} responses per step cannot be split into "
                    f"{t.ppo_mini_batches} equal mini-batches; use --ppo-mini-batches dividing "
                    f"{local}")

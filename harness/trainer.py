@@ -18,6 +18,7 @@ from typing import Sequence
 import torch
 
 import methods
+from harness import checks
 from harness import engine as eng
 from harness.config import RunConfig
 from harness.data import PromptSampler, get_task, load_eval, load_train
@@ -90,14 +91,13 @@ class Trainer:
         self.task: Task = get_task(config)
         self.method = methods.get(config.method.method)
         self.options = config.method.options()
-        r, t = config.rollout, config.training
-        if r.prompts_per_step % self.world:
-            raise ValueError(f"prompts_per_step ({r.prompts_per_step}) must be divisible by the "
-                             f"number of workers ({self.world})")
-        self.local_n = r.prompts_per_step // self.world * r.group_size
-        if self.local_n % t.ppo_mini_batches:
-            raise ValueError(f"each worker's {self.local_n} responses cannot be split into "
-                             f"{t.ppo_mini_batches} mini-batches")
+        t = config.training
+        # the same checks as before Ray started, now with the process group's actual size
+        # (an in-process Trainer was never validated)
+        problems = checks.settings_problems(config, world=self.world)
+        if problems:
+            raise ValueError("settings that cannot work:\n  - " + "\n  - ".join(problems))
+        self.local_n = checks.local_responses(config, self.world)
         torch.manual_seed(config.seed)
         source = policy_source(config)  # the base model, or its cached warm start
         self.tokenizer = load_tokenizer(source, config.model.allow_download)

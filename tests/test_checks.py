@@ -77,3 +77,15 @@ def test_validate_fails_before_anything_starts(monkeypatch):
     monkeypatch.setattr(backend, "start_ray", lambda *a, **k: pytest.fail("Ray started"))
     with pytest.raises(ValueError, match="group of 1"):
         validate(cfg.resolve("smoke", {"group_size": 1}))
+
+
+def test_a_trainer_built_in_process_checks_with_its_actual_world_size():
+    # no launcher validated this config: the trainer checks it with the process group's size
+    # (1 here), before loading any model
+    from harness.trainer import Trainer
+
+    with pytest.raises(ValueError, match="cannot be split into 3 equal mini-batches"):
+        Trainer(cfg.resolve("smoke", {"ppo_mini_batches": 3}))
+    assert checks.settings_problems(cfg.resolve("smoke", {"prompts_per_step": 3, "workers": 2}),
+                                    world=1) == []
+    assert checks.local_responses(cfg.resolve("smoke", {}), world=2) == 4
