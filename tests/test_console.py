@@ -107,3 +107,11 @@ def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
     rewards = lines.index("training rewards, step 1 -> step 1 (mean over 1 seed):")
     assert lines[rewards + 1].split()[0] == "parity" and rewards < len(lines) - 4
     assert out.stderr.strip() == "", out.stderr[-3000:]
+
+
+def test_a_resumed_seed_counts_from_its_checkpoint():
+    events: list[tuple] = []
+    rep = Reporter("mrtpo seed 1", 30, events.append)
+    rep.begin_train()
+    rep.step({"step": 16, "time/step": 1.0})
+    assert events[-1] == ("update", "step 16/30 | 1.0 s/step")

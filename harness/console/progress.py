@@ -93,7 +93,8 @@ class Reporter:
         self.send(("start", f"{self.label} train", f"step 0/{self.steps}"))
 
     def step(self, metrics: dict) -> None:
-        self.done += 1
+        # a resumed seed's first step is the checkpoint's next one, not 1
+        self.done = int(metrics.get("step", self.done + 1))
         self.send(("update", step_text(metrics, self.done, self.steps)))
 
     def begin_eval(self, total: int) -> None:
