@@ -123,6 +123,23 @@ def test_dry_run_lists_exactly_the_missing_runs(tmp_path, capsys):
     assert ("GDPO", 2) in todo and ("GDPO", 0) not in todo and len(todo) == 8
 
 
+def test_the_estimate_prefers_stored_seeds_that_evaluated_the_same_subset(tmp_path):
+    from dataclasses import replace
+
+    plan = table3_plan(tmp_path)
+    gdpo = next(j for j in plan.jobs if j.row.label == "GDPO")
+    store(gdpo, 0, {"non_live_overall": 1.0}, wall=100.0)
+    full = gdpo.seed_config(1)
+    full = replace(full, task=replace(full.task, eval_limit=0))
+    # the same method on the whole benchmark: 50 times longer, stored in its own folder
+    store(planning.Job(gdpo.row, gdpo.model_label, gdpo.task, full, (1,)), 1,
+          {"non_live_overall": 1.0}, wall=5000.0)
+    seconds, unknown = planning.estimate_seconds(table3_plan(tmp_path), str(tmp_path))
+    # fixed part: 100 s less 30 steps * 2 s = 40 s (the full-benchmark seed would make it
+    # 2490 s); 8 missing trained runs of 30 steps and the Base run of none
+    assert unknown == 0 and seconds == pytest.approx(8 * (40.0 + 30 * 2.0) + 40.0)
+
+
 def test_a_second_invocation_runs_nothing_and_renders(tmp_path, capsys, monkeypatch):
     import harness.launch
 

@@ -132,7 +132,8 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
     A missing seed is estimated from the stored seeds closest to it: the same task, method and
     preset, else the same task and preset, else the same task and method, else the same task:
     their start-up and evaluation time (``wall_seconds`` less their steps) plus its own step
-    count times their median seconds per step."""
+    count times their median seconds per step. Within a match, seeds that evaluated the same
+    subset (``eval_limit``) are preferred: a full benchmark takes many times a smoke subset."""
     from harness.results import load_result
 
     stored = []
@@ -142,7 +143,8 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
             c = r["config"]
             stored.append((c["task"]["task"], c["method"]["method"], c["preset"],
                            c["training"]["steps"], float(r["wall_seconds"]),
-                           float(r.get("train", {}).get("time/step/mean", 0.0))))
+                           float(r.get("train", {}).get("time/step/mean", 0.0)),
+                           c["task"].get("eval_limit", 0)))
         except (ValueError, KeyError, TypeError):
             continue  # not a result file of this version: nothing to estimate from
     total, unknown = 0.0, 0
@@ -156,13 +158,15 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
                       lambda s: s[0] == c.task.task):
             near = [s for s in stored if match(s)]
             if near:
+                same_subset = [s for s in near if s[6] == c.task.eval_limit]
+                near = same_subset or near
                 break
         if not near:
             unknown += 1
             continue
         # wall = fixed (start-up + evaluation) + steps * s/step
-        fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps in near)
-        per_step = statistics.median(sps for *_, sps in near if sps > 0) if any(
+        fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps, _ in near)
+        per_step = statistics.median(s[5] for s in near if s[5] > 0) if any(
             s[5] > 0 for s in near) else 0.0
         total += fixed + steps * per_step
     return total, unknown
