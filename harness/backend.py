@@ -55,7 +55,10 @@ def _sft_entry(loop_config: dict) -> None:
                probe_steps=tuple(loop_config["probe_steps"]))
 
 
-def start_ray(num_cpus: int | None = None) -> None:
+def start_ray(num_cpus: int | None = None, address: str = "") -> None:
+    """A local Ray instance sized to this machine's usable CPUs, or (``address``) the running
+    cluster at that address (``auto``: the one this node belongs to), whose resources Ray
+    reads from the cluster itself."""
     import ray
 
     from harness.console import quiet
@@ -64,8 +67,22 @@ def start_ray(num_cpus: int | None = None) -> None:
     if not ray.is_initialized():
         # workers' and Ray's actors' output goes to Ray's log files only; progress comes
         # through harness.console.progress and failures through fit's exception
-        ray.init(num_cpus=num_cpus or usable_cpus(), include_dashboard=False,
-                 log_to_driver=False, configure_logging=True, logging_level="warning")
+        common = dict(log_to_driver=False, configure_logging=True, logging_level="warning")
+        if address:
+            ray.init(address=address, **common)
+        else:
+            ray.init(num_cpus=num_cpus or usable_cpus(), include_dashboard=False, **common)
+
+
+def worker_resources(config: RunConfig) -> dict:
+    """What Ray reserves for each training worker: CPUs (also its torch threads) and, with
+    --use-gpu, GPUs."""
+    t = config.training
+    cpus = t.cpus_per_worker or max(1, usable_cpus() // t.workers)
+    out = {"CPU": cpus}
+    if t.use_gpu:
+        out["GPU"] = t.gpus_per_worker
+    return out
 
 
 def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> None:
@@ -78,7 +95,7 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
     from harness.checkpoints.store import RUN_NAME
 
     t = config.training
-    cpus = max(1, usable_cpus() // t.workers)
+    resources = worker_resources(config)
     if storage is None:
         # a unique name: reusing one in the same storage would resume the old run
         name, storage = f"harness-{uuid.uuid4().hex[:12]}", Path(tempfile.mkdtemp(
@@ -87,9 +104,10 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
         name = RUN_NAME
     trainer = TorchTrainer(
         entry,
-        train_loop_config={"config": config.to_dict(), "threads": cpus, **payload},
+        train_loop_config={"config": config.to_dict(), "threads": resources["CPU"], **payload},
         scaling_config=ray.train.ScalingConfig(
-            num_workers=t.workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": cpus}),
+            num_workers=t.workers, use_gpu=t.use_gpu, resources_per_worker=resources,
+            placement_strategy=t.placement_strategy),
         torch_config=TorchConfig(backend="nccl" if t.use_gpu else "gloo"),
         run_config=ray.train.RunConfig(
             name=name, storage_path=str(storage),

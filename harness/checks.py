@@ -27,9 +27,16 @@ def local_responses(config: RunConfig, world: int) -> int:
     return r.prompts_per_step // max(world, 1) * r.group_size
 
 
-def settings_problems(config: RunConfig, world: int | None = None) -> list[str]:
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+ENGINES = ("hf", "vllm")
+
+
+def settings_problems(config: RunConfig, world: int | None = None,
+                      on_worker: bool = False) -> list[str]:
     """``world``: the number of workers that will share each step (default: the config's
-    ``workers``; a trainer passes the process group's actual size)."""
+    ``workers``; a trainer passes the process group's actual size). ``on_worker``: checked
+    in a training worker; the driver of a run that joins a cluster (``--ray-address``) may have
+    no GPU itself, so it leaves the device checks to the workers."""
     import methods
     from harness.loss import AGG_MODES
 
@@ -106,17 +113,75 @@ def settings_problems(config: RunConfig, world: int | None = None) -> list[str]:
         out.append(f"unknown dara_variant {m.dara_variant!r}; use asym or sym")
     if m.cort_map not in ("clip", "sigmoid"):
         out.append(f"unknown cort_map {m.cort_map!r}; use clip or sigmoid")
-    if t.use_gpu:
-        import torch
-
-        if not torch.cuda.is_available():
-            out.append("use_gpu is set but this machine has no CUDA device; use --no-use-gpu "
-                       "(the smoke presets) or run on a GPU machine with the gpu extra")
+    here = on_worker or not t.ray_address
+    out += model_problems(config, here) + device_problems(config, here)
     if t.save_every < 0 or t.keep_checkpoints < 1 or t.max_failures < 0:
         out.append("save_every and max_failures must be >= 0 (0 = off), keep_checkpoints >= 1")
     ws = config.warmstart
     if ws.warm_start and min(ws.warm_start_steps, ws.warm_start_batch) < 1:
         out.append("warm_start_steps and warm_start_batch must be 1 or more")
+    return out
+
+
+def model_problems(config: RunConfig, here: bool = True) -> list[str]:
+    """The model must be embedded, a folder, or (online) a hub id. ``here``: see
+    ``device_problems`` (on a cluster the folder may exist on the workers' nodes only)."""
+    from pathlib import Path
+
+    from harness.models import EMBEDDED
+
+    m = config.model
+    if not here or m.model in EMBEDDED or m.allow_download or Path(m.model).expanduser().is_dir():
+        return []
+    looked = f" ({Path(m.model_dir).expanduser() / m.model} does not exist)" if m.model_dir else ""
+    return [f"model {m.model!r} is neither an embedded model nor a folder{looked}; pass "
+            f"--model-dir DIR (a folder holding {Path(m.model).name}/) or --model FOLDER"]
+
+
+def device_problems(config: RunConfig, here: bool = True) -> list[str]:
+    """GPU, rollout engine and placement settings. ``here``: the workers run on this machine,
+    so its CUDA devices and its vLLM install are theirs."""
+    r, t = config.rollout, config.training
+    out = []
+    cuda = None
+    if here and (t.use_gpu or r.engine == "vllm"):
+        import torch
+
+        cuda = torch.cuda.is_available()
+    if t.use_gpu and cuda is False:
+        out.append("use_gpu is set but this machine has no CUDA device; use --no-use-gpu "
+                   "(the smoke presets) or run on a GPU machine with the gpu extra")
+    if r.engine not in ENGINES:
+        out.append(f"unknown engine {r.engine!r}; use one of {', '.join(ENGINES)}")
+    elif r.engine == "vllm":
+        from harness.rollouts import vllm
+
+        if config.model.model == "tiny-random":
+            out.append("--engine vllm loads models from folders and tiny-random is built in "
+                       "memory; use the embedded smollm2-135m-instruct or a model folder")
+        if cuda is False:
+            out.append("--engine vllm needs a CUDA GPU and this machine has none; use "
+                       "--engine hf (transformers generate, CPU or GPU)")
+        elif not t.use_gpu:
+            out.append("--engine vllm runs on the workers' GPUs: add --use-gpu (the paper "
+                       "presets set it)")
+        if here:
+            problem = vllm.version_problem(vllm.installed_version())
+            if problem:
+                out.append(problem)
+        if not 0 < r.vllm_gpu_memory < 1:
+            out.append(f"vllm_gpu_memory is {r.vllm_gpu_memory}; use a fraction in (0, 1)")
+        if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:
+            out.append("vllm_sync_bucket_mb must be 1 or more, vllm_check_every and "
+                       "vllm_sync_tolerance >= 0")
+    if t.placement_strategy not in PLACEMENTS:
+        out.append(f"unknown placement_strategy {t.placement_strategy!r}; use one of "
+                   f"{', '.join(PLACEMENTS)}")
+    if t.use_gpu and not t.gpus_per_worker > 0:
+        out.append(f"gpus_per_worker is {t.gpus_per_worker}; use a positive value with "
+                   "--use-gpu")
+    if t.cpus_per_worker < 0:
+        out.append(f"cpus_per_worker is {t.cpus_per_worker}; use 0 (auto) or more")
     return out
 
 

@@ -141,7 +141,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     if not cache.is_complete(path):
         if config.model.model == assets.SMOLLM2_NAME:
             assets.prepare_smollm2()
-        start_ray()
+        start_ray(address=config.training.ray_address)
         steps = tuple(int(x) for x in args.probe_steps.split(",") if x.strip())
         warm_start(config, args.probe, steps)
     info = json.loads((path / cache.MARKER).read_text())

@@ -133,10 +133,11 @@ def build_engine(config: RunConfig, mini_batch: int, source: str | None = None,
 
 
 @contextlib.contextmanager
-def gathered_parameters(module) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """Full (name, tensor) pairs of a possibly ZeRO-3-partitioned module, for weight sync."""
+def gathered_parameters(module, named=None) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """Full (name, tensor) pairs of a possibly ZeRO-3-partitioned module, for weight sync.
+    ``named``: only these (name, parameter) pairs of it (a bucket), gathered together."""
     import deepspeed
 
-    named = list(module.named_parameters())
+    named = list(module.named_parameters()) if named is None else list(named)
     with deepspeed.zero.GatheredParameters([p for _, p in named], modifier_rank=None):
         yield [(n, p.data) for n, p in named]

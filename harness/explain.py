@@ -21,7 +21,7 @@ from harness.data import get_task, load_train
 from harness.models import load_model, load_tokenizer
 from harness.replay import relevance
 from harness.results import load_result
-from harness.rollout import HFRollout
+from harness.rollouts import HFRollout
 from methods import RolloutBatch
 
 

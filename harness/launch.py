@@ -14,6 +14,14 @@ from harness import config as cfg
 
 
 def absolute(config: cfg.RunConfig) -> cfg.RunConfig:
+    """Paths made absolute (workers may start elsewhere); a model name found under
+    ``--model-dir`` becomes its folder."""
+    from harness.models import EMBEDDED
+
+    m = config.model
+    if m.model_dir and m.model not in EMBEDDED and not Path(m.model).expanduser().is_dir():
+        config = replace(config, model=replace(m, model=str(Path(m.model_dir).expanduser()
+                                                            / m.model)))
     config = replace(config, results_dir=str(Path(config.results_dir).resolve()),
                      checkpoint_dir=str(Path(config.checkpoint_dir).resolve()))
     if config.task.data_dir:
@@ -44,9 +52,6 @@ def validate(config: cfg.RunConfig) -> None:
     if missing:
         raise ValueError(f"method {method.name!r} needs {sorted(missing)} forward passes, "
                          "which this trainer does not run yet")
-    if config.rollout.engine != "hf":
-        raise ValueError(f"rollout engine {config.rollout.engine!r} is not available in this "
-                         "version; use --engine hf")
 
 
 def pending_seeds(config: cfg.RunConfig, seeds: list[int], force: bool = False) -> list[int]:
@@ -69,7 +74,7 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print) -> list[Path]:
         return []
     if config.model.model == assets.SMOLLM2_NAME:
         assets.prepare_smollm2()  # once, in the driver, before workers race for it
-    start_ray()
+    start_ray(address=config.training.ray_address)
     if config.warmstart.warm_start:
         from harness.backend import warm_start
 

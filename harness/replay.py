@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from harness.rollout import left_pad, with_response
+from harness.rollouts import left_pad, with_response
 from tasks.base import Example
 
 MODES = ("loo", "single", "joint")

@@ -31,7 +31,7 @@ from harness.replay import known_rewards, replay_messages, response_hidden
 from harness.replay import relevance as relevance_fn
 from harness.warmstart.cache import policy_source
 from harness.results import atomic_write_json, atomic_write_jsonl, make_record, result_path
-from harness.rollout import HFRollout, Rollout, with_response
+from harness.rollouts import HFRollout, Rollout, copy_weights, with_response
 from methods import RolloutBatch
 from methods.stats import groups_with_signal
 from tasks.base import Example, Task
@@ -94,28 +94,48 @@ class Trainer:
         t = config.training
         # the same checks as before Ray started, now with the process group's actual size
         # (an in-process Trainer was never validated)
-        problems = checks.settings_problems(config, world=self.world)
+        problems = checks.settings_problems(config, world=self.world, on_worker=True)
         if problems:
             raise ValueError("settings that cannot work:\n  - " + "\n  - ".join(problems))
         self.local_n = checks.local_responses(config, self.world)
         torch.manual_seed(config.seed)
         source = policy_source(config)  # the base model, or its cached warm start
         self.tokenizer = load_tokenizer(source, config.model.allow_download)
-        # the plain rollout copy is built before the ZeRO-3 scope so it is never partitioned
+        # the plain copy of the policy (HF rollouts; OPSD's current-policy teacher) is built
+        # before the ZeRO-3 scope so it is never partitioned
         device = eng.device(t.use_gpu)
-        plain = load_model(source, seed=config.seed,
-                           allow_download=config.model.allow_download, dtype=config.model.dtype)
-        self.rollout = HFRollout(plain.to(device), self.tokenizer, device)
+        vllm = config.rollout.engine == "vllm"
+        needs_plain = not vllm or ("teacher" in self.method.needs
+                                   and self.options.opsd_teacher != "initial")
+        self.plain = load_model(source, seed=config.seed,
+                                allow_download=config.model.allow_download,
+                                dtype=config.model.dtype).to(device).eval() if needs_plain else None
+        if vllm:
+            from harness.rollouts.vllm import VLLMRollout
+
+            r = config.rollout
+            self.rollout = VLLMRollout.build(
+                source, self.tokenizer, config.seed, config.model.dtype,
+                r.max_prompt_tokens + max(r.max_response_tokens, r.eval_max_response_tokens),
+                r.vllm_gpu_memory, r.vllm_sync_bucket_mb)
+        else:
+            self.rollout = HFRollout(self.plain, self.tokenizer, device)
         self.engine, self.ds_config = eng.build_engine(
             config, self.local_n // t.ppo_mini_batches, source)
         self.engine.train()
+        self.train_examples = self._usable(load_train(config))
+        self.sampler = PromptSampler(len(self.train_examples), config.seed)
+        # vLLM: a fixed token sequence the policy and the engine must score alike after syncs
+        self._probe = self.rollout.encode(self.train_examples[:1])[0][:256] if vllm else None
         self.sync_weights()  # rollouts must start from exactly the engine's weights
         # the initial policy (KL reference, OPSD's fixed teacher): copied after the sync
         needs_initial = t.kl_coef > 0 or ("teacher" in self.method.needs
                                           and self.options.opsd_teacher == "initial")
-        self.initial_model = copy.deepcopy(plain).eval() if needs_initial else None
-        self.train_examples = self._usable(load_train(config))
-        self.sampler = PromptSampler(len(self.train_examples), config.seed)
+        self.initial_model = None
+        if needs_initial:
+            self.initial_model = copy.deepcopy(self.plain).eval() if self.plain is not None \
+                else load_model(source, seed=config.seed, allow_download=config.model.allow_download,
+                                dtype=config.model.dtype).to(device).eval()
 
     def _usable(self, examples: list[Example]) -> list[Example]:
         ids = self.rollout.encode(examples)
@@ -127,9 +147,37 @@ class Trainer:
         return keep
 
     def sync_weights(self) -> float:
-        """Push the policy's gathered weights to the rollout engine; the change's L2 norm."""
-        with eng.gathered_parameters(self.engine.module) as named:
-            return self.rollout.load_weights(named)
+        """Push the policy's gathered weights to the rollout engine (and the plain copy, if
+        any); the L2 norm of the plain copy's change (the update's norm), NaN without one."""
+        norm = float("nan")
+        if self.plain is not None:
+            with eng.gathered_parameters(self.engine.module) as named:
+                norm = copy_weights(self.plain, named)
+        if self.config.rollout.engine != "vllm":
+            return norm
+        from harness.rollouts import vllm
+
+        self.rollout.begin_sync()
+        for group in vllm.buckets(self.engine.module.named_parameters(),
+                                  self.rollout.sync_bucket_bytes):
+            with eng.gathered_parameters(self.engine.module, group) as named:
+                self.rollout.load_weights(named)
+        self.rollout.end_sync()
+        self._synced = getattr(self, "_synced", 0) + 1
+        every = self.config.rollout.vllm_check_every
+        if every and (self._synced - 1) % every == 0:
+            self.last_sync_gap = vllm.check_gap(
+                self.policy_probe_logprobs(), self.rollout.prompt_logprobs(self._probe),
+                self.config.rollout.vllm_sync_tolerance, f"after sync {self._synced}")
+        return norm
+
+    @torch.no_grad()
+    def policy_probe_logprobs(self) -> torch.Tensor:
+        """[len(probe) - 1] the training engine's log-probs of the probe's tokens (temperature
+        1, as vLLM's prompt log-probs); a forward of every rank together under ZeRO-3."""
+        ids = torch.tensor([self._probe], device=eng.device(self.config.training.use_gpu))
+        logits = self.engine.module(input_ids=ids).logits[0, :-1].float()
+        return torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0].cpu()
 
     # --- one step -------------------------------------------------------------------------
     def collect(self, step: int) -> tuple[StepData, dict]:
@@ -143,6 +191,8 @@ class Trainer:
                                    r.temperature, r.top_p, r.top_k,
                                    seed=cfg.seed * 1_000_003 + step * 1009 + self.rank)
         t_gen = time.perf_counter() - t0
+        if hasattr(self.rollout, "sleep"):  # vLLM frees the GPU until the next sync
+            self.rollout.sleep()
         rewards = self.task.compute_rewards([examples[i] for i in ro.example_index], ro.texts)
         t_rew = time.perf_counter() - t0 - t_gen
         lengths = ro.response_mask.sum(dim=1).tolist()
@@ -216,8 +266,7 @@ class Trainer:
     def teacher_model(self):
         """OPSD's teacher: the fixed initial policy, or the rollout copy (the current policy,
         which the update does not touch until its last optimizer step)."""
-        return self.initial_model if self.options.opsd_teacher == "initial" \
-            else self.rollout.model
+        return self.initial_model if self.options.opsd_teacher == "initial" else self.plain
 
     @staticmethod
     def _row_examples(examples: list[Example], ro: Rollout) -> list[Example]:

@@ -4,7 +4,7 @@ import torch
 
 from harness import assets
 from harness.models import ModelNotFoundError, load_model, load_tokenizer, resolve
-from harness.rollout import HFRollout, response_mask_from_ids
+from harness.rollouts import HFRollout, response_mask_from_ids
 from tasks.base import Example
 
 

@@ -2,7 +2,7 @@
 import torch
 
 from harness.packed import pack
-from harness.rollout import Rollout, left_pad
+from harness.rollouts import Rollout, left_pad
 
 
 def _rollout():
@@ -57,7 +57,7 @@ def test_shared_prefill_samples_the_same_responses():
     """Generation computes each prompt's cache once for its G samples: same samples, same
     seed, as G separate prefills."""
     from harness.models import load_model, load_tokenizer
-    from harness.rollout import HFRollout
+    from harness.rollouts import HFRollout
     from tasks.tools.synth import generate
 
     tok = load_tokenizer("tiny-random")

@@ -20,7 +20,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
     from harness.console import quiet
     from harness.data import load_train
     from harness.models import load_model, load_tokenizer
-    from harness.rollout import HFRollout
+    from harness.rollouts import HFRollout
     from harness.warmstart.cache import policy_source
 
     quiet.configure_process()

@@ -37,7 +37,7 @@ def bench_signal(args: argparse.Namespace) -> int:
     from harness.config import resolve
     from harness.console import quiet
     from harness.models import load_model, load_tokenizer
-    from harness.rollout import HFRollout
+    from harness.rollouts import HFRollout
     from harness.warmstart.cache import policy_source
     from harness.warmstart.data import demonstrations, encode
     from harness.warmstart.sft import probe_examples, signal_probe, training_schedule

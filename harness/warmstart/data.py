@@ -61,7 +61,7 @@ def encode(tokenizer, demos: Sequence[Demonstration], max_prompt_tokens: int
     """(prompt ids, target ids) per demonstration, and the index in ``demos`` of each pair; the
     target ends with the end-of-turn token, so the model learns to stop. Prompts longer than
     ``max_prompt_tokens`` are dropped, as RL drops them."""
-    from harness.rollout import render_prompt
+    from harness.rollouts import render_prompt
 
     out, source = [], []
     for k, d in enumerate(demos):
@@ -82,7 +82,7 @@ def batch(pairs: Sequence[tuple[list[int], list[int]]], pad: int
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Prompts left-padded to [B, P], targets right-padded to [B, T], as rollouts are laid out
     (so the loss reuses the RL forward): (prompt ids, prompt mask, target ids, target mask)."""
-    from harness.rollout import left_pad
+    from harness.rollouts import left_pad
 
     p_ids, p_mask = left_pad([p for p, _ in pairs], pad)
     width = max(len(t) for _, t in pairs)

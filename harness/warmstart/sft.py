@@ -24,7 +24,7 @@ from harness.config import RunConfig, apply_overrides
 from harness.data import PromptSampler, get_task, load_eval
 from harness.loss import token_logprobs
 from harness.models import load_model, load_tokenizer
-from harness.rollout import HFRollout, with_response
+from harness.rollouts import HFRollout, with_response
 from harness.warmstart import cache
 from harness.warmstart.data import (batch, benchmark_overlap, content_hash, demonstrations,
                                     encode)

@@ -1,65 +1,25 @@
-"""Rollout engines: turn Examples into sampled responses (token ids + masks + text).
-
-The HF engine runs ``generate`` on a plain (non-DeepSpeed) copy of the policy whose weights the
-trainer syncs from the gathered ZeRO-3 parameters before every rollout; the vLLM engine (GPU)
-takes the same weights through the same ``load_weights`` call.
-"""
+"""The HF engine: transformers ``generate`` on a plain (non-DeepSpeed) copy of the policy whose
+weights the trainer syncs from the gathered ZeRO-3 parameters before every rollout."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
+from harness.rollouts.base import Rollout, left_pad, render_prompt, response_mask_from_ids
 from tasks.base import Example
 
 
-@dataclass
-class Rollout:
-    """Sampled responses. N rows; prompts left-padded to P, responses right-padded to T."""
-
-    prompt_ids: torch.Tensor  # [N, P] long
-    prompt_mask: torch.Tensor  # [N, P] {0,1}
-    response_ids: torch.Tensor  # [N, T] long
-    response_mask: torch.Tensor  # [N, T] {0,1}: tokens up to and including the first EOS
-    texts: list[str]  # N decoded responses (special tokens dropped)
-    example_index: list[int]  # N: which input example each row answers
-
-
-def left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token rows -> ([N, P] ids, [N, P] mask), left-padded so every row ends at column P."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):] = torch.tensor(list(r), dtype=torch.long)
-        mask[i, width - len(r):] = 1
-    return ids, mask
-
-
-def with_response(p_ids: torch.Tensor, p_mask: torch.Tensor, r_ids: torch.Tensor,
-                  r_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """[prompt | response] ids, attention mask and position ids. With left padding, positions
-    count real tokens only, as ``generate`` counted them."""
-    ids = torch.cat([p_ids, r_ids], dim=1)
-    attn = torch.cat([p_mask, r_mask], dim=1)
-    return ids, attn, (attn.cumsum(dim=1) - 1).clamp(min=0)
-
-
-def render_prompt(tokenizer, example: Example) -> str:
-    return tokenizer.apply_chat_template(
-        list(example.messages), add_generation_prompt=True, tokenize=False
-    )
-
-
-def response_mask_from_ids(ids: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
-    """[N, T] ids -> [N, T] mask: 1 up to and including the first EOS token, 0 after it."""
-    is_eos = torch.zeros_like(ids, dtype=torch.bool)
-    for e in eos_ids:
-        is_eos |= ids == e
-    # number of EOS strictly before each position; a token is valid while that count is 0
-    before = torch.cumsum(is_eos.to(torch.int32), dim=1) - is_eos.to(torch.int32)
-    return (before == 0).to(torch.long)
+@torch.no_grad()
+def copy_weights(model, named_tensors) -> float:
+    """Copy ``(name, tensor)`` pairs into ``model``'s parameters; the L2 norm of the change."""
+    params = dict(model.named_parameters())
+    sq = 0.0
+    for name, tensor in named_tensors:
+        new = tensor.to(params[name].dtype)
+        sq += float((new - params[name].data).double().pow(2).sum())
+        params[name].data.copy_(new)
+    return sq ** 0.5
 
 
 class HFRollout:
@@ -81,18 +41,10 @@ class HFRollout:
             bos_token_id=model.generation_config.bos_token_id, eos_token_id=self.eos_ids,
             pad_token_id=tokenizer.pad_token_id)
 
-    @torch.no_grad()
     def load_weights(self, named_tensors) -> float:
-        """Copy ``(name, tensor)`` pairs into the rollout model (weight sync).
-
-        Returns the L2 norm of the change, i.e. of the last optimizer update."""
-        params = dict(self.model.named_parameters())
-        sq = 0.0
-        for name, tensor in named_tensors:
-            new = tensor.to(params[name].dtype)
-            sq += float((new - params[name].data).double().pow(2).sum())
-            params[name].data.copy_(new)
-        return sq ** 0.5
+        """Copy ``(name, tensor)`` pairs into the rollout model (weight sync); the L2 norm of
+        the change, i.e. of the last optimizer update."""
+        return copy_weights(self.model, named_tensors)
 
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
         texts = [render_prompt(self.tokenizer, ex) for ex in examples]

@@ -1,0 +1,321 @@
+"""The vLLM engine (GPU): one engine colocated in each Ray Train worker, on that worker's GPU.
+
+Life of one step: ``generate`` (the engine awake) -> ``sleep`` (weights offloaded, KV cache
+freed, so the training engine has the GPU for replays and the update) -> ``wake_up`` ->
+``load_weights`` (the gathered ZeRO-3 parameters, bucket by bucket) -> ``check_sync`` (the
+engine's log-probs of a fixed token sequence against the policy's: stale or half-loaded weights
+after a sleep/wake fail loudly here instead of training on another policy's samples).
+
+vLLM is imported only here and only when this engine is built: the CPU install has no vLLM.
+Every vLLM name this module uses is listed in ``VLLM_API`` and checked against the installed
+package by ``tests/test_vllm_api.py``.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable, Iterable, Sequence
+
+import torch
+
+from harness.rollouts.base import Rollout, left_pad, render_prompt, response_mask_from_ids
+from tasks.base import Example
+
+# the range the gpu extra pins (pyproject.toml); other versions changed the weight-loading and
+# sleep-mode calls this engine makes
+SUPPORTED = (">=0.33.0", "<0.34")
+INSTALL_HINT = "pip install -c requirements/constraints-gpu.txt -e '.[gpu]'"
+
+# what this module calls, for the API test: (object path, method or None, keyword arguments)
+VLLM_API: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
+    ("vllm.LLM", None, ("model", "tokenizer", "dtype", "seed", "gpu_memory_utilization",
+                        "max_model_len", "enable_prefix_caching", "enable_sleep_mode",
+                        "distributed_executor_backend", "tensor_parallel_size")),
+    ("vllm.LLM", "generate", ("prompts", "sampling_params", "use_tqdm")),
+    ("vllm.LLM", "sleep", ("level",)),
+    ("vllm.LLM", "wake_up", ("tags",)),
+    ("vllm.LLM", "reset_prefix_cache", ()),
+    ("vllm.LLM", "apply_model", ("func",)),
+    ("vllm.SamplingParams", None, ("n", "temperature", "top_p", "top_k", "max_tokens", "seed",
+                                   "stop_token_ids", "prompt_logprobs", "detokenize")),
+    ("vllm.inputs.TokensPrompt", None, ("prompt_token_ids",)),
+)
+
+
+def version_problem(installed: str | None) -> str:
+    """Why this vLLM version cannot serve (``""``: it can). ``installed``: its version or None."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if installed is None:
+        return f"--engine vllm needs vLLM {','.join(SUPPORTED)}, which is not installed: " \
+               f"{INSTALL_HINT}"
+    try:
+        ok = Version(installed) in SpecifierSet(",".join(SUPPORTED))
+    except InvalidVersion:
+        ok = False
+    if not ok:
+        return f"--engine vllm supports vLLM {','.join(SUPPORTED)}, found {installed}: " \
+               f"{INSTALL_HINT}"
+    return ""
+
+
+def installed_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vllm")
+    except PackageNotFoundError:
+        return None
+
+
+# --- weight sync bookkeeping (pure: tested on CPU) -----------------------------------------
+
+@dataclass
+class SyncRecord:
+    """What one weight sync sent, and what the engine says it loaded."""
+
+    sent: list[tuple[str, tuple[int, ...], torch.dtype]] = field(default_factory=list)
+    loaded: set[str] = field(default_factory=set)
+    buckets: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return sum(math.prod(s) * torch.empty((), dtype=d).element_size() for _, s, d in self.sent)
+
+
+def buckets(named: Iterable[tuple[str, torch.nn.Parameter]], max_bytes: int
+            ) -> Iterable[list[tuple[str, torch.nn.Parameter]]]:
+    """Consecutive groups of parameters whose full (unpartitioned) sizes add up to at most
+    ``max_bytes`` (one larger parameter is a group of its own), so a sync never holds the whole
+    gathered model at once. Sizes come from ``ds_shape`` under ZeRO-3 (the local ``shape`` is
+    a partition), else ``shape``."""
+    group: list = []
+    size = 0
+    for name, p in named:
+        shape = tuple(getattr(p, "ds_shape", p.shape))
+        n = math.prod(shape) * p.element_size()
+        if group and size + n > max_bytes:
+            yield group
+            group, size = [], 0
+        group.append((name, p))
+        size += n
+    if group:
+        yield group
+
+
+def engine_tensors(named: Sequence[tuple[str, torch.Tensor]], dtype: torch.dtype
+                   ) -> list[tuple[str, torch.Tensor]]:
+    """The gathered (name, tensor) pairs as the engine takes them: HF names (vLLM's
+    ``load_weights`` maps them onto its fused layers), the engine's dtype, contiguous."""
+    return [(name, t.detach().to(dtype).contiguous()) for name, t in named]
+
+
+def unloaded(record: SyncRecord, engine_params: set[str]) -> set[str]:
+    """Engine parameters that no sync of this record wrote (would keep stale values)."""
+    return engine_params - record.loaded
+
+
+def logprob_gap(policy: torch.Tensor, engine: torch.Tensor) -> tuple[float, float]:
+    """[T] log-probs of the same tokens under the policy and the engine -> (mean |diff|,
+    max |diff|)."""
+    if policy.shape != engine.shape:
+        raise ValueError(f"log-prob shapes differ: policy {tuple(policy.shape)}, engine "
+                         f"{tuple(engine.shape)}")
+    diff = (policy.double() - engine.double()).abs()
+    return float(diff.mean()), float(diff.max())
+
+
+def check_gap(policy: torch.Tensor, engine: torch.Tensor, tolerance: float, when: str) -> float:
+    """Raise if the engine's log-probs are not the policy's to ``tolerance`` (mean |diff|);
+    return the mean gap."""
+    mean, worst = logprob_gap(policy, engine)
+    if not mean <= tolerance:  # NaN fails too
+        raise RuntimeError(
+            f"vLLM weights are not the policy's {when}: mean |log-prob difference| {mean:.4f} "
+            f"(max {worst:.4f}) over {policy.numel()} probe tokens exceeds --vllm-sync-tolerance "
+            f"{tolerance}. The engine would sample from another policy; this is the failure of "
+            "weights lost across sleep/wake or a partial load_weights.")
+    return mean
+
+
+def sampling_kwargs(n: int, max_new_tokens: int, temperature: float, top_p: float, top_k: int,
+                    greedy: bool, seed: int | None, eos_ids: Sequence[int]) -> dict:
+    """``SamplingParams`` arguments equal to what the HF engine samples: no repetition
+    penalty or other knobs from the model's generation config, stop at any EOS id."""
+    kw = dict(n=n, max_tokens=max_new_tokens, seed=seed, stop_token_ids=list(eos_ids),
+              detokenize=False)
+    if greedy:
+        kw.update(temperature=0.0, top_p=1.0, top_k=-1)
+    else:
+        # vLLM: top_k -1 switches top-k off (our 0)
+        kw.update(temperature=temperature, top_p=top_p, top_k=top_k if top_k > 0 else -1)
+    return kw
+
+
+def to_rollout(prompt_ids: list[list[int]], completions: list[list[list[int]]], pad: int,
+               eos_ids: Sequence[int], decode: Callable[[list[list[int]]], list[str]]) -> Rollout:
+    """Per prompt, its n completions' token ids -> the same ``Rollout`` the HF engine makes:
+    rows grouped by prompt, prompts left-padded, responses right-padded, masks up to and
+    including the first EOS."""
+    rows = [i for i, comps in enumerate(completions) for _ in comps]
+    p_ids, p_mask = left_pad([prompt_ids[i] for i in rows], pad)
+    flat = [list(c) for comps in completions for c in comps]
+    width = max(1, max((len(c) for c in flat), default=0))
+    resp = torch.full((len(flat), width), pad, dtype=torch.long)
+    for k, c in enumerate(flat):
+        if c:
+            resp[k, :len(c)] = torch.tensor(c, dtype=torch.long)
+    mask = response_mask_from_ids(resp, eos_ids)
+    # a completion that ended by length has no EOS: its padding must not count
+    lengths = torch.tensor([len(c) for c in flat])
+    mask = mask * (torch.arange(width)[None, :] < lengths[:, None]).to(torch.long)
+    keep = (resp * mask + pad * (1 - mask)).tolist()
+    texts = decode([[t for t, m in zip(r, mr) if m] for r, mr in zip(keep, mask.tolist())])
+    return Rollout(p_ids, p_mask, resp, mask, texts, rows)
+
+
+# --- the engine ----------------------------------------------------------------------------
+
+class VLLMRollout:
+    """``HFRollout``'s interface over a colocated ``vllm.LLM``."""
+
+    def __init__(self, llm, tokenizer, eos_ids: Sequence[int], sync_bucket_bytes: int,
+                 dtype: torch.dtype, device: str = "cuda", sampling_params=None,
+                 tokens_prompt=dict) -> None:
+        """``llm``: a ``vllm.LLM`` (or an object with its interface); ``sampling_params`` and
+        ``tokens_prompt``: ``vllm.SamplingParams`` and ``vllm.inputs.TokensPrompt`` (a
+        TypedDict: a dict with ``prompt_token_ids``)."""
+        self.llm = llm
+        self.device = device
+        self.sampling_params = sampling_params or (lambda **kw: SimpleNamespace(**kw))
+        self.tokens_prompt = tokens_prompt
+        self.tokenizer = tokenizer
+        self.eos_ids = sorted(set(eos_ids))
+        self.sync_bucket_bytes = sync_bucket_bytes
+        self.dtype = dtype
+        self.awake = True
+        self.last_sync = SyncRecord()
+
+    @classmethod
+    def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
+              gpu_memory_utilization: float, sync_bucket_mb: int) -> "VLLMRollout":
+        problem = version_problem(installed_version())
+        if problem:
+            raise RuntimeError(problem)
+        # one engine per Ray Train worker, in the worker's own process and torch.distributed
+        # group: the external launcher (no engine processes of vLLM's own); its engine core then
+        # runs in this process, which colocation with the training engine needs
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from transformers import GenerationConfig
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        llm = LLM(model=source, tokenizer=source, dtype=dtype, seed=seed,
+                  gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                  enable_prefix_caching=True, enable_sleep_mode=True,
+                  distributed_executor_backend="external_launcher", tensor_parallel_size=1)
+        try:
+            gen = GenerationConfig.from_pretrained(source)
+            eos = gen.eos_token_id
+        except OSError:
+            eos = None
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+        eos_ids = [e for e in eos if e is not None] + [tokenizer.eos_token_id]
+        return cls(llm, tokenizer, eos_ids, sync_bucket_mb << 20, getattr(torch, dtype),
+                   "cuda", SamplingParams, TokensPrompt)
+
+    # --- generation (same contract as HFRollout) -------------------------------------------
+    def encode(self, examples: Sequence[Example]) -> list[list[int]]:
+        texts = [render_prompt(self.tokenizer, ex) for ex in examples]
+        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+    def _generate_ids(self, prompt_ids: list[list[int]], **sampling) -> list[list[list[int]]]:
+        if not self.awake:
+            raise RuntimeError("internal: generate on a sleeping vLLM engine (wake_up first)")
+        outs = self.llm.generate(prompts=[self.tokens_prompt(prompt_token_ids=list(p))
+                                          for p in prompt_ids],
+                                 sampling_params=self.sampling_params(**sampling),
+                                 use_tqdm=False)
+        return [[list(c.token_ids) for c in o.outputs] for o in outs]
+
+    def generate(self, examples: Sequence[Example], n: int, max_new_tokens: int,
+                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                 greedy: bool = False, seed: int | None = None,
+                 prompt_ids: list[list[int]] | None = None, share_prefill: bool = True
+                 ) -> Rollout:
+        """``n`` responses per example. ``share_prefill``: always (prefix caching)."""
+        ids = prompt_ids if prompt_ids is not None else self.encode(examples)
+        comps = self._generate_ids(ids, **sampling_kwargs(n, max_new_tokens, temperature, top_p,
+                                                          top_k, greedy, seed, self.eos_ids))
+        return to_rollout(ids, comps, self.tokenizer.pad_token_id, self.eos_ids,
+                          lambda rows: self.tokenizer.batch_decode(rows,
+                                                                   skip_special_tokens=True))
+
+    def generate_eval(self, examples: Sequence[Example], max_new_tokens: int,
+                      batch_size: int, progress=None) -> list[str]:
+        """Greedy responses; vLLM batches itself, so ``batch_size`` only paces progress."""
+        ids = self.encode(examples)
+        out: list[str] = []
+        for start in range(0, len(ids), max(batch_size, 1) * 8):
+            chunk = ids[start:start + max(batch_size, 1) * 8]
+            r = self.generate([examples[start + i] for i in range(len(chunk))], 1,
+                              max_new_tokens, greedy=True, prompt_ids=chunk)
+            out.extend(r.texts)
+            if progress is not None:
+                progress(len(chunk))
+        return out
+
+    # --- sharing the GPU with training -----------------------------------------------------
+    def sleep(self) -> None:
+        """Free the GPU for the training engine: level 1 offloads the weights to CPU memory and
+        drops the KV cache (the weights are overwritten at the next sync anyway)."""
+        if self.awake:
+            self.llm.sleep(level=1)
+            self.awake = False
+
+    def wake_up(self) -> None:
+        if not self.awake:
+            self.llm.wake_up(tags=None)
+            self.awake = True
+
+    # --- weight sync -----------------------------------------------------------------------
+    def load_weights(self, named_tensors: Sequence[tuple[str, torch.Tensor]]) -> float:
+        """Load one bucket of gathered (name, tensor) pairs; NaN (the update's norm is measured
+        by the HF engine only: it would need a second copy of the weights here)."""
+        self.wake_up()
+        tensors = engine_tensors(named_tensors, self.dtype)
+        device_tensors = [(n, t.to(self.device, non_blocking=True)) for n, t in tensors]
+        loaded = self.llm.apply_model(lambda model: model.load_weights(device_tensors))
+        self.last_sync.sent.extend((n, tuple(t.shape), t.dtype) for n, t in tensors)
+        self.last_sync.buckets += 1
+        for part in loaded or ():
+            self.last_sync.loaded |= set(part or ())
+        return float("nan")
+
+    def begin_sync(self) -> None:
+        self.wake_up()
+        self.last_sync = SyncRecord()
+
+    def end_sync(self) -> None:
+        """After the last bucket: every engine parameter must have been written, and cached
+        prefixes of the old policy dropped."""
+        names = self.llm.apply_model(lambda model: {n for n, _ in model.named_parameters()})
+        missing = unloaded(self.last_sync, set().union(*[set(x) for x in names]))
+        if missing:
+            raise RuntimeError(f"weight sync left {len(missing)} vLLM parameters unwritten "
+                               f"(e.g. {sorted(missing)[:3]}): they would keep stale values")
+        self.llm.reset_prefix_cache()
+
+    def prompt_logprobs(self, ids: Sequence[int]) -> torch.Tensor:
+        """[len(ids) - 1] the engine's log-probs of ids[1:] given their prefixes (raw logits,
+        temperature 1)."""
+        out = self.llm.generate(prompts=[self.tokens_prompt(prompt_token_ids=list(ids))],
+                                sampling_params=self.sampling_params(
+                                    max_tokens=1, prompt_logprobs=0, temperature=1.0,
+                                    detokenize=False),
+                                use_tqdm=False)[0]
+        return torch.tensor([pos[tok].logprob for pos, tok in zip(out.prompt_logprobs[1:],
+                                                                   ids[1:])])

@@ -1,0 +1,311 @@
+"""The vLLM engine's CPU-testable parts: version check, paper presets, early refusals, and the
+weight-sync bookkeeping and log-prob check against a stand-in with vLLM's interface (a real
+HF model behind it, so the log-probs it returns are a model's)."""
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from harness import checks
+from harness import config as cfg
+from harness.rollouts import vllm
+
+
+def test_supported_versions_and_the_message_for_others():
+    assert vllm.version_problem("0.33.0") == ""
+    assert vllm.version_problem("0.33.2") == ""
+    for bad in ("0.32.9", "0.34.0", "1.0.0", "not-a-version"):
+        text = vllm.version_problem(bad)
+        assert f"found {bad}" in text and "requirements/constraints-gpu.txt" in text
+    assert "not installed" in vllm.version_problem(None)
+
+
+def test_the_supported_range_is_the_one_the_gpu_extra_pins():
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[1]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["gpu"]
+    pinned = [Requirement(r) for r in extra if Requirement(r).name == "vllm"]
+    assert len(pinned) == 1
+    version = str(pinned[0].specifier).lstrip("=")
+    assert vllm.version_problem(version) == ""
+
+
+PAPER_MODELS = {
+    # preset: (family, model, Table 9 steps, prompts, G, temperature, top-p, top-k)
+    "paper-sql-3b": ("paper-sql", "Qwen2.5-Coder-3B-Instruct", 100, 32, 8, 1.1, 1.0, 0),
+    "paper-sql-7b": ("paper-sql", "Qwen2.5-Coder-7B-Instruct", 100, 32, 8, 1.1, 1.0, 0),
+    "paper-if-qwen2.5-7b": ("paper-if", "Qwen2.5-7B-Instruct", 300, 64, 8, 1.0, 0.99, 100),
+    "paper-if-qwen3-4b": ("paper-if", "Qwen3-4B-Instruct-2507", 300, 64, 8, 1.0, 0.99, 100),
+    "paper-tool-1.5b": ("paper-tool", "Qwen2.5-1.5B-Instruct", 100, 512, 4, 1.0, 1.0, 0),
+    "paper-tool-3b": ("paper-tool", "Qwen2.5-3B-Instruct", 100, 512, 4, 1.0, 1.0, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_MODELS))
+def test_each_paper_model_preset_matches_table9(name):
+    family, model, steps, prompts, g, temp, top_p, top_k = PAPER_MODELS[name]
+    c = cfg.resolve(name, {})
+    assert (c.model.model, c.training.steps, c.rollout.prompts_per_step, c.rollout.group_size,
+            c.rollout.temperature, c.rollout.top_p, c.rollout.top_k) == (
+        model, steps, prompts, g, temp, top_p, top_k)
+    assert (c.training.lr, c.rollout.max_response_tokens, c.model.dtype) == (1e-6, 1024,
+                                                                             "bfloat16")
+    assert (c.rollout.engine, c.training.workers, c.training.use_gpu,
+            c.training.zero_stage) == ("vllm", 8, True, 3)
+    # every worker's responses split into whole micro-batches: accumulation is an integer
+    local = checks.local_responses(c, c.training.workers)
+    assert local % c.training.micro_batch_size == 0
+    from harness.engine import ds_config
+
+    ds = ds_config(c, local)
+    assert ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] == local
+    # on this machine: no model folder, no GPU, no vLLM - each named, nothing else
+    found = checks.settings_problems(c)
+    assert any("--model-dir" in p for p in found)
+    assert all(("model" in p) or ("CUDA" in p) or ("vLLM" in p) for p in found), found
+
+
+def test_a_model_name_is_read_from_the_model_dir(tmp_path):
+    from harness.launch import absolute
+
+    (tmp_path / "Qwen2.5-3B-Instruct").mkdir()
+    (tmp_path / "Qwen2.5-3B-Instruct" / "config.json").write_text("{}")
+    c = absolute(cfg.resolve("paper-tool-3b", {"model_dir": str(tmp_path)}))
+    assert c.model.model == str(tmp_path / "Qwen2.5-3B-Instruct")
+    assert checks.model_problems(c) == []
+    missing = cfg.resolve("paper-tool-1.5b", {"model_dir": str(tmp_path)})
+    assert "Qwen2.5-1.5B-Instruct does not exist" in checks.model_problems(absolute(missing))[0]
+
+
+def test_engine_vllm_without_cuda_fails_before_ray_with_a_clear_message(monkeypatch, capsys):
+    import ray
+
+    from harness import cli
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    started = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(a))
+    rc = cli.main(["run", "--engine", "vllm", "--method", "gdpo", "--task", "bfcl",
+                   "--preset", "smoke", "--results-dir", "/nonexistent/never-written"])
+    assert rc == 2 and started == []
+    text = capsys.readouterr().err
+    assert "--engine vllm needs a CUDA GPU and this machine has none" in text
+    assert "--engine hf" in text
+
+
+def test_a_cluster_driver_leaves_device_checks_to_the_workers():
+    c = cfg.resolve("smoke", {"engine": "vllm", "use_gpu": True, "ray_address": "auto"})
+    driver = checks.settings_problems(c)
+    assert not any("CUDA" in p or "vLLM" in p for p in driver), driver
+    if not torch.cuda.is_available():
+        worker = checks.settings_problems(c, on_worker=True)
+        assert any("needs a CUDA GPU" in p for p in worker)
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"engine": "sglang"}, "unknown engine 'sglang'"),
+    ({"placement_strategy": "RANDOM"}, "unknown placement_strategy 'RANDOM'"),
+    ({"engine": "vllm", "vllm_gpu_memory": 1.5}, "vllm_gpu_memory is 1.5"),
+    ({"engine": "vllm", "model": "tiny-random"}, "tiny-random is built in memory"),
+    ({"cpus_per_worker": -1}, "cpus_per_worker is -1"),
+])
+def test_engine_and_placement_settings_are_checked(overrides, expected):
+    found = checks.settings_problems(cfg.resolve("smoke", overrides))
+    assert any(expected in p for p in found), found
+
+
+def test_worker_resources_follow_the_config():
+    from harness.backend import worker_resources
+
+    c = cfg.resolve("smoke", {"cpus_per_worker": 3, "workers": 2})
+    assert worker_resources(c) == {"CPU": 3}
+    c = cfg.resolve("paper-tool-3b", {"cpus_per_worker": 12, "gpus_per_worker": 1.0})
+    assert worker_resources(c) == {"CPU": 12, "GPU": 1.0}
+
+
+# --- sampling and Rollout shapes ----------------------------------------------------------
+
+def test_sampling_arguments_match_the_hf_engine():
+    kw = vllm.sampling_kwargs(4, 96, 1.1, 0.99, 0, False, 7, [2, 0])
+    assert kw == dict(n=4, max_tokens=96, seed=7, stop_token_ids=[2, 0], detokenize=False,
+                      temperature=1.1, top_p=0.99, top_k=-1)  # top-k 0 (ours) = -1 (vLLM)
+    assert vllm.sampling_kwargs(1, 8, 1.0, 1.0, 100, False, None, [2])["top_k"] == 100
+    greedy = vllm.sampling_kwargs(1, 8, 1.1, 0.5, 5, True, None, [2])
+    assert (greedy["temperature"], greedy["top_p"], greedy["top_k"]) == (0.0, 1.0, -1)
+
+
+def test_completions_become_the_hf_engines_rollout():
+    eos, pad = 2, 0
+    prompts = [[5, 6, 7], [8]]
+    comps = [[[11, 12, eos], [13]], [[14, eos, 15]]]  # ended by EOS, by length, EOS then more
+    ro = vllm.to_rollout(prompts, comps, pad, [eos], lambda rows: [str(r) for r in rows])
+    assert ro.example_index == [0, 0, 1]
+    assert ro.prompt_ids.tolist() == [[5, 6, 7], [5, 6, 7], [pad, pad, 8]]
+    assert ro.prompt_mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 1]]
+    assert ro.response_ids.tolist() == [[11, 12, eos], [13, pad, pad], [14, eos, 15]]
+    assert ro.response_mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    assert ro.texts == ["[11, 12, 2]", "[13]", "[14, 2]"]
+
+
+# --- weight sync against a stand-in engine ------------------------------------------------
+
+class StandInLLM:
+    """vLLM's ``LLM`` surface as the engine uses it, over a plain HF model on CPU: generate
+    with prompt log-probs, sleep / wake_up, apply_model with a model whose ``load_weights``
+    returns the names it wrote (vLLM's contract), reset_prefix_cache."""
+
+    def __init__(self, model, lose_weights_on_wake=False):
+        self.model = model
+        self.calls: list[str] = []
+        self.lose_weights_on_wake = lose_weights_on_wake
+
+        def load_weights(weights):
+            params = dict(model.named_parameters())
+            done = set()
+            for name, tensor in weights:
+                params[name].data.copy_(tensor.to(params[name].dtype))
+                done.add(name)
+            return done
+        model.load_weights = load_weights
+
+    def apply_model(self, func):
+        return [func(self.model)]
+
+    def sleep(self, level=1):
+        self.calls.append(f"sleep({level})")
+
+    def wake_up(self, tags=None):
+        self.calls.append("wake_up")
+        if self.lose_weights_on_wake:  # what a lost weight buffer looks like
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.normal_()
+
+    def reset_prefix_cache(self):
+        self.calls.append("reset_prefix_cache")
+
+    @torch.no_grad()
+    def generate(self, prompts, sampling_params, use_tqdm=False):
+        ids = torch.tensor([prompts[0]["prompt_token_ids"]])
+        logp = torch.log_softmax(self.model(input_ids=ids).logits[0].float(), -1)
+        rows = [None] + [{int(t): SimpleNamespace(logprob=float(logp[i, t]))}
+                         for i, t in enumerate(ids[0, 1:])]
+        return [SimpleNamespace(prompt_logprobs=rows, outputs=[])]
+
+
+@pytest.fixture(scope="module")
+def policy():
+    from harness.models import load_model
+
+    return load_model("tiny-random", seed=0)
+
+
+def stand_in(policy, **kw):
+    import copy
+
+    from harness.models import load_tokenizer
+
+    engine_model = copy.deepcopy(policy)
+    with torch.no_grad():
+        for p in engine_model.parameters():
+            p.zero_()  # nothing loaded yet
+    llm = StandInLLM(engine_model, **kw)
+    return vllm.VLLMRollout(llm, load_tokenizer("tiny-random"), [2], 4096, torch.float32,
+                            "cpu"), llm
+
+
+def sync(rollout, policy):
+    rollout.begin_sync()
+    for group in vllm.buckets(policy.named_parameters(), rollout.sync_bucket_bytes):
+        rollout.load_weights([(n, p.data) for n, p in group])
+    rollout.end_sync()
+
+
+def probe_logprobs(model, ids):
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+    return torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+
+
+def test_buckets_bound_each_gather_and_keep_every_parameter(policy):
+    named = list(policy.named_parameters())
+    sizes = {n: p.numel() * p.element_size() for n, p in named}
+    cap = 4096
+    groups = list(vllm.buckets(named, cap))
+    assert [n for g in groups for n, _ in g] == [n for n, _ in named]  # all, in order, once
+    for g in groups:
+        assert len(g) == 1 or sum(sizes[n] for n, _ in g) <= cap
+    # a ZeRO-3 partition's full size is its ds_shape
+    fake = torch.nn.Parameter(torch.zeros(1))
+    fake.ds_shape = torch.Size([1024, 1024])
+    assert len(list(vllm.buckets([("a", fake), ("b", fake)], 5 << 20))) == 2
+
+
+def test_a_sync_sends_every_name_shape_and_dtype_and_passes_the_logprob_check(policy):
+    rollout, llm = stand_in(policy)
+    rollout.sleep()
+    sync(rollout, policy)
+    sent = rollout.last_sync.sent
+    assert [(n, s) for n, s, _ in sent] == [(n, tuple(p.shape))
+                                            for n, p in policy.named_parameters()]
+    assert {d for _, _, d in sent} == {torch.float32}
+    assert rollout.last_sync.buckets > 1  # tiny-random's weights span several 4 kB buckets
+    assert rollout.last_sync.bytes == sum(p.numel() * 4 for p in policy.parameters())
+    assert llm.calls == ["sleep(1)", "wake_up", "reset_prefix_cache"]
+    ids = list(range(3, 40))
+    gap = vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5,
+                         "after sync 1")
+    assert gap < 1e-6
+
+
+def test_the_engine_dtype_is_what_is_sent():
+    named = [("w", torch.ones(2, 3, dtype=torch.float32))]
+    out = vllm.engine_tensors(named, torch.bfloat16)
+    assert out[0][1].dtype == torch.bfloat16 and out[0][1].shape == (2, 3)
+
+
+def test_weights_lost_across_sleep_and_wake_fail_the_check_loudly(policy):
+    rollout, llm = stand_in(policy, lose_weights_on_wake=True)
+    sync(rollout, policy)  # loaded while awake
+    rollout.sleep()
+    rollout.wake_up()  # the stand-in scrambles its weights here, as a lost buffer would
+    ids = list(range(3, 40))
+    with pytest.raises(RuntimeError, match="vLLM weights are not the policy's after wake"):
+        vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 0.05,
+                       "after wake")
+
+
+def test_a_partial_load_is_refused(policy):
+    rollout, llm = stand_in(policy)
+    rollout.begin_sync()
+    named = list(policy.named_parameters())
+    rollout.load_weights([(n, p.data) for n, p in named[:-1]])  # the last one never sent
+    with pytest.raises(RuntimeError, match="left 1 vLLM parameters unwritten"):
+        rollout.end_sync()
+
+
+def test_the_gap_is_mean_and_max_absolute_difference():
+    a = torch.tensor([-1.0, -2.0, -3.0])
+    b = torch.tensor([-1.0, -2.5, -2.0])
+    assert vllm.logprob_gap(a, b) == pytest.approx((0.5, 1.0))
+    assert vllm.check_gap(a, b, 0.5, "x") == pytest.approx(0.5)
+    with pytest.raises(RuntimeError, match=r"0\.5000 \(max 1\.0000\) over 3 probe tokens"):
+        vllm.check_gap(a, b, 0.49, "x")
+    with pytest.raises(RuntimeError):
+        vllm.check_gap(a, torch.tensor([float("nan")] * 3), 1.0, "x")
+    with pytest.raises(ValueError, match="shapes differ"):
+        vllm.logprob_gap(a, b[:2])
+
+
+def test_generation_on_a_sleeping_engine_is_refused(policy):
+    rollout, _ = stand_in(policy)
+    rollout.sleep()
+    with pytest.raises(RuntimeError, match="sleeping"):
+        rollout._generate_ids([[1, 2]], n=1)
