@@ -127,6 +127,7 @@ class Trainer:
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
         # vLLM: a fixed token sequence the policy and the engine must score alike after syncs
         self._probe = self.rollout.encode(self.train_examples[:1])[0][:256] if vllm else None
+        self.last_sync_gap = float("nan")  # the latest vLLM log-prob check's mean gap
         self.sync_weights()  # rollouts must start from exactly the engine's weights
         # the initial policy (KL reference, OPSD's fixed teacher): copied after the sync
         needs_initial = t.kl_coef > 0 or ("teacher" in self.method.needs
@@ -191,6 +192,10 @@ class Trainer:
                                    r.temperature, r.top_p, r.top_k,
                                    seed=cfg.seed * 1_000_003 + step * 1009 + self.rank)
         t_gen = time.perf_counter() - t0
+        gpu_generating = None
+        if cfg.training.use_gpu and torch.cuda.is_available():
+            free, total = torch.cuda.mem_get_info()  # the device's, vLLM's KV cache included
+            gpu_generating = (total - free) / 2**30
         if hasattr(self.rollout, "sleep"):  # vLLM frees the GPU until the next sync
             self.rollout.sleep()
         rewards = self.task.compute_rewards([examples[i] for i in ro.example_index], ro.texts)
@@ -243,6 +248,8 @@ class Trainer:
         metrics = self._reward_metrics(batch)
         metrics.update(out.metrics)
         metrics.update(metrics_extra)
+        if gpu_generating is not None:
+            metrics["gpu/used_generating_gb"] = gpu_generating
         metrics.update({"time/generate": t_gen, "time/rewards": t_rew,
                         "response_length": float(all_lengths.float().mean())})
         old = ref = None
@@ -432,13 +439,23 @@ class Trainer:
             # a fresh seed starts its log afresh; a resumed one keeps exactly the steps of its
             # checkpoint (rows a killed run wrote after it are dropped)
             log_path.write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
+        cuda = self.config.training.use_gpu and torch.cuda.is_available()
         for step in range(start, self.config.training.steps):
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
             data, metrics = self.collect(step)
             t1 = time.perf_counter()
             metrics.update(self.update(data))
             metrics["time/update"] = time.perf_counter() - t1
             metrics["time/step"] = time.perf_counter() - t0
+            if cuda:  # torch's own allocations (the training engine's), and the whole device's
+                free, total = torch.cuda.mem_get_info()
+                metrics["gpu/peak_allocated_gb"] = torch.cuda.max_memory_allocated() / 2**30
+                metrics["gpu/used_after_sync_gb"] = (total - free) / 2**30
+                metrics["gpu/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
+            if self.config.rollout.engine == "vllm":
+                metrics["vllm/sync_logprob_gap"] = self.last_sync_gap
             metrics["step"] = step + 1
             history.append(metrics)
             if log_path is not None:

@@ -52,8 +52,8 @@ def test_bench_rollout_counts_generated_tokens(tmp_path):
                      "tiny-random", "--max-response-tokens", "5", "--group-size", "2",
                      "--batch-sizes", "2,4", "--label", "r", "--output-dir", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "r.json").read_text())
-    assert [row[0] for row in data["rows"]] == [2, 4]
-    assert all(0 < row[1] <= row[0] * 5 and row[2] > 0 for row in data["rows"])
+    assert [row[:2] for row in data["rows"]] == [["hf", 2], ["hf", 4]]
+    assert all(0 < row[2] <= row[1] * 5 and row[3] > 0 for row in data["rows"])
     assert cli.main(["bench", "rollout", "--preset", "smoke", "--model", "tiny-random",
                      "--group-size", "4", "--batch-sizes", "6", "--output-dir",
                      str(tmp_path)]) == 2  # not a multiple of G

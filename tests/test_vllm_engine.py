@@ -135,10 +135,10 @@ def test_worker_resources_follow_the_config():
 def test_sampling_arguments_match_the_hf_engine():
     kw = vllm.sampling_kwargs(4, 96, 1.1, 0.99, 0, False, 7, [2, 0])
     assert kw == dict(n=4, max_tokens=96, seed=7, stop_token_ids=[2, 0], detokenize=False,
-                      temperature=1.1, top_p=0.99, top_k=-1)  # top-k 0 (ours) = -1 (vLLM)
+                      temperature=1.1, top_p=0.99, top_k=0)  # 0 = off, in vLLM too
     assert vllm.sampling_kwargs(1, 8, 1.0, 1.0, 100, False, None, [2])["top_k"] == 100
     greedy = vllm.sampling_kwargs(1, 8, 1.1, 0.5, 5, True, None, [2])
-    assert (greedy["temperature"], greedy["top_p"], greedy["top_k"]) == (0.0, 1.0, -1)
+    assert (greedy["temperature"], greedy["top_p"], greedy["top_k"]) == (0.0, 1.0, 0)
 
 
 def test_completions_become_the_hf_engines_rollout():
@@ -182,7 +182,7 @@ class StandInLLM:
         self.calls.append(f"sleep({level})")
 
     def wake_up(self, tags=None):
-        self.calls.append("wake_up")
+        self.calls.append(f"wake_up({','.join(tags) if tags else 'all'})")
         if self.lose_weights_on_wake:  # what a lost weight buffer looks like
             with torch.no_grad():
                 for p in self.model.parameters():
@@ -258,7 +258,9 @@ def test_a_sync_sends_every_name_shape_and_dtype_and_passes_the_logprob_check(po
     assert {d for _, _, d in sent} == {torch.float32}
     assert rollout.last_sync.buckets > 1  # tiny-random's weights span several 4 kB buckets
     assert rollout.last_sync.bytes == sum(p.numel() * 4 for p in policy.parameters())
-    assert llm.calls == ["sleep(1)", "wake_up", "reset_prefix_cache"]
+    # the weights wake first, the KV cache once they are loaded, then stale prefixes go
+    assert llm.calls == ["sleep(1)", "wake_up(weights)", "wake_up(kv_cache)",
+                         "reset_prefix_cache"]
     ids = list(range(3, 40))
     gap = vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5,
                          "after sync 1")
@@ -304,8 +306,22 @@ def test_the_gap_is_mean_and_max_absolute_difference():
         vllm.logprob_gap(a, b[:2])
 
 
-def test_generation_on_a_sleeping_engine_is_refused(policy):
+def test_generation_on_a_sleeping_engine_and_loads_outside_a_sync_are_refused(policy):
     rollout, _ = stand_in(policy)
     rollout.sleep()
     with pytest.raises(RuntimeError, match="sleeping"):
         rollout._generate_ids([[1, 2]], n=1)
+    with pytest.raises(RuntimeError, match="outside begin_sync"):
+        rollout.load_weights([])
+
+
+def test_the_gpu_check_stops_at_once_without_a_gpu(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has nvidia-smi: the script would run for real")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no NVIDIA GPU is visible here" in done.stderr

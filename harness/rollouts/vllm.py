@@ -35,6 +35,8 @@ VLLM_API: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
                         "distributed_executor_backend", "tensor_parallel_size")),
     ("vllm.LLM", "generate", ("prompts", "sampling_params", "use_tqdm")),
     ("vllm.LLM", "sleep", ("level",)),
+    ("vllm.model_executor.models.llama.LlamaForCausalLM", "load_weights", ("weights",)),
+    ("vllm.model_executor.models.qwen2.Qwen2ForCausalLM", "load_weights", ("weights",)),
     ("vllm.LLM", "wake_up", ("tags",)),
     ("vllm.LLM", "reset_prefix_cache", ()),
     ("vllm.LLM", "apply_model", ("func",)),
@@ -148,10 +150,9 @@ def sampling_kwargs(n: int, max_new_tokens: int, temperature: float, top_p: floa
     kw = dict(n=n, max_tokens=max_new_tokens, seed=seed, stop_token_ids=list(eos_ids),
               detokenize=False)
     if greedy:
-        kw.update(temperature=0.0, top_p=1.0, top_k=-1)
+        kw.update(temperature=0.0, top_p=1.0, top_k=0)
     else:
-        # vLLM: top_k -1 switches top-k off (our 0)
-        kw.update(temperature=temperature, top_p=top_p, top_k=top_k if top_k > 0 else -1)
+        kw.update(temperature=temperature, top_p=top_p, top_k=top_k)  # 0: off, in vLLM too
     return kw
 
 
@@ -201,22 +202,28 @@ class VLLMRollout:
 
     @classmethod
     def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
-              gpu_memory_utilization: float, sync_bucket_mb: int) -> "VLLMRollout":
+              gpu_memory_utilization: float, sync_bucket_mb: int, colocated: bool = True
+              ) -> "VLLMRollout":
+        """``colocated``: inside a training worker (its torch.distributed group, its GPU);
+        off: a stand-alone engine (``bench rollout``)."""
         problem = version_problem(installed_version())
         if problem:
             raise RuntimeError(problem)
-        # one engine per Ray Train worker, in the worker's own process and torch.distributed
-        # group: the external launcher (no engine processes of vLLM's own); its engine core then
-        # runs in this process, which colocation with the training engine needs
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        extra = {}
+        if colocated:
+            # one engine per Ray Train worker, in the worker's own process and torch.distributed
+            # group: the external launcher (no engine processes of vLLM's own); its engine core
+            # then runs in this process, which colocation with the training engine needs
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            extra = dict(distributed_executor_backend="external_launcher")
         from transformers import GenerationConfig
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
 
         llm = LLM(model=source, tokenizer=source, dtype=dtype, seed=seed,
                   gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                  enable_prefix_caching=True, enable_sleep_mode=True,
-                  distributed_executor_backend="external_launcher", tensor_parallel_size=1)
+                  enable_prefix_caching=True, enable_sleep_mode=True, tensor_parallel_size=1,
+                  **extra)
         try:
             gen = GenerationConfig.from_pretrained(source)
             eos = gen.eos_token_id
@@ -270,8 +277,10 @@ class VLLMRollout:
 
     # --- sharing the GPU with training -----------------------------------------------------
     def sleep(self) -> None:
-        """Free the GPU for the training engine: level 1 offloads the weights to CPU memory and
-        drops the KV cache (the weights are overwritten at the next sync anyway)."""
+        """Free the GPU for the training engine. Level 1 offloads the weights to CPU memory and
+        drops the KV cache. Level 2 (drop the weights too) would suit an engine whose weights
+        are overwritten at every sync, but it also drops buffers that are not parameters (rotary
+        tables), which no sync writes back."""
         if self.awake:
             self.llm.sleep(level=1)
             self.awake = False
@@ -282,10 +291,20 @@ class VLLMRollout:
             self.awake = True
 
     # --- weight sync -----------------------------------------------------------------------
+    def begin_sync(self) -> None:
+        """Wake the weights only: the KV cache comes back after the load, so the gathered
+        buckets and the cache never hold the GPU at once."""
+        if not self.awake:
+            self.llm.wake_up(tags=["weights"])
+        self.last_sync = SyncRecord()
+        self._syncing = True
+
     def load_weights(self, named_tensors: Sequence[tuple[str, torch.Tensor]]) -> float:
-        """Load one bucket of gathered (name, tensor) pairs; NaN (the update's norm is measured
-        by the HF engine only: it would need a second copy of the weights here)."""
-        self.wake_up()
+        """Load one bucket of gathered (name, tensor) pairs, between ``begin_sync`` and
+        ``end_sync``; NaN (the update's norm is measured on a plain HF copy only: here it would
+        need a second copy of the weights)."""
+        if not getattr(self, "_syncing", False):
+            raise RuntimeError("internal: load_weights outside begin_sync / end_sync")
         tensors = engine_tensors(named_tensors, self.dtype)
         device_tensors = [(n, t.to(self.device, non_blocking=True)) for n, t in tensors]
         loaded = self.llm.apply_model(lambda model: model.load_weights(device_tensors))
@@ -295,18 +314,19 @@ class VLLMRollout:
             self.last_sync.loaded |= set(part or ())
         return float("nan")
 
-    def begin_sync(self) -> None:
-        self.wake_up()
-        self.last_sync = SyncRecord()
-
     def end_sync(self) -> None:
-        """After the last bucket: every engine parameter must have been written, and cached
-        prefixes of the old policy dropped."""
+        """After the last bucket: every engine parameter must have been written; then the KV
+        cache is back and the old policy's cached prefixes are dropped."""
+        self._syncing = False
         names = self.llm.apply_model(lambda model: {n for n, _ in model.named_parameters()})
         missing = unloaded(self.last_sync, set().union(*[set(x) for x in names]))
         if missing:
             raise RuntimeError(f"weight sync left {len(missing)} vLLM parameters unwritten "
                                f"(e.g. {sorted(missing)[:3]}): they would keep stale values")
+        if not self.awake:
+            if self.llm.wake_up(tags=["kv_cache"]) is False:
+                self.llm.wake_up(tags=None)  # whatever else slept (scheduling) wakes too
+            self.awake = True
         self.llm.reset_prefix_cache()
 
     def prompt_logprobs(self, ids: Sequence[int]) -> torch.Tensor:
