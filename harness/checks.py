@@ -171,6 +171,8 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
                 out.append(problem)
         if not 0 < r.vllm_gpu_memory < 1:
             out.append(f"vllm_gpu_memory is {r.vllm_gpu_memory}; use a fraction in (0, 1)")
+        if r.vllm_sleep_level not in (1, 2):
+            out.append(f"vllm_sleep_level is {r.vllm_sleep_level}; use 1 or 2")
         if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:
             out.append("vllm_sync_bucket_mb must be 1 or more, vllm_check_every and "
                        "vllm_sync_tolerance >= 0")

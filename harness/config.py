@@ -56,6 +56,9 @@ class RolloutConfig:
                                            "between the engine and the policy on a fixed token "
                                            "sequence after a sync before the run fails "
                                            "(bf16 kernels differ by ~0.01)", identity=False)
+    vllm_sleep_level: int = opt(1, "vLLM: sleep level while the policy trains: 1 keeps a CPU "
+                                   "copy of the engine's weights, 2 drops them (every sync "
+                                   "rewrites them all)", identity=False)
     vllm_check_every: int = opt(1, "vLLM: check the engine's log-probs against the policy's "
                                    "after every Nth weight sync (the first always); 0 = never",
                                 identity=False)

@@ -117,7 +117,7 @@ class Trainer:
             self.rollout = VLLMRollout.build(
                 source, self.tokenizer, config.seed, config.model.dtype,
                 r.max_prompt_tokens + max(r.max_response_tokens, r.eval_max_response_tokens),
-                r.vllm_gpu_memory, r.vllm_sync_bucket_mb)
+                r.vllm_gpu_memory, r.vllm_sync_bucket_mb, sleep_level=r.vllm_sleep_level)
         else:
             self.rollout = HFRollout(self.plain, self.tokenizer, device)
         self.engine, self.ds_config = eng.build_engine(

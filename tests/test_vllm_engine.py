@@ -325,3 +325,33 @@ def test_the_gpu_check_stops_at_once_without_a_gpu(tmp_path):
     script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "no NVIDIA GPU is visible here" in done.stderr
+
+
+def test_each_prompt_gets_its_own_seed_and_the_same_seed_the_same_ones():
+    seeds = vllm.prompt_seeds(123, 64)
+    assert len(set(seeds)) == 64 and seeds == vllm.prompt_seeds(123, 64)
+    assert seeds != vllm.prompt_seeds(124, 64)
+    assert vllm.prompt_seeds(None, 3) == [None, None, None]
+
+
+def test_generate_sends_one_request_per_prompt_and_returns_the_rollout():
+    from harness.models import load_tokenizer
+
+    class Recorder:
+        def generate(self, prompts, sampling_params, use_tqdm=False):
+            self.prompts, self.params = prompts, sampling_params
+            return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[7, 8, 2])
+                                             for _ in range(p.n)]) for p in sampling_params]
+
+    tok = load_tokenizer("tiny-random")
+    llm = Recorder()
+    rollout = vllm.VLLMRollout(llm, tok, [2], 1 << 20, torch.float32, "cpu",
+                               max_model_len=64)
+    ro = rollout.generate([], 3, 5, 1.0, 1.0, 0, seed=9, prompt_ids=[[4, 5], [6]])
+    assert [p["prompt_token_ids"] for p in llm.prompts] == [[4, 5], [6]]
+    assert [(p.n, p.max_tokens, p.top_k) for p in llm.params] == [(3, 5, 0), (3, 5, 0)]
+    assert llm.params[0].seed != llm.params[1].seed
+    assert ro.example_index == [0, 0, 0, 1, 1, 1]
+    assert ro.response_mask.tolist() == [[1, 1, 1]] * 6
+    with pytest.raises(ValueError, match="exceeds the vLLM engine's context of 64"):
+        rollout.generate([], 1, 60, prompt_ids=[[1] * 10])

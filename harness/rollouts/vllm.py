@@ -156,6 +156,30 @@ def sampling_kwargs(n: int, max_new_tokens: int, temperature: float, top_p: floa
     return kw
 
 
+def prompt_seeds(seed: int | None, count: int) -> list[int | None]:
+    """One sampling seed per prompt. vLLM gives a prompt's n samples the seeds s, s+1, ...,
+    s+n-1 and draws the same noise for the same seed, so one shared seed would correlate the
+    k-th sample of every prompt; seeds drawn from a generator seeded with ``seed`` do not
+    (the trainer's per-step, per-rank seed), and the same ``seed`` gives the same ones."""
+    if seed is None:
+        return [None] * count
+    import random
+
+    rng = random.Random(seed)
+    return [rng.getrandbits(31) for _ in range(count)]
+
+
+def check_lengths(prompt_ids: Sequence[Sequence[int]], max_new_tokens: int, max_model_len: int
+                  ) -> None:
+    """vLLM refuses a request longer than its context: say which and what to raise."""
+    longest = max((len(p) for p in prompt_ids), default=0)
+    if longest + max_new_tokens > max_model_len:
+        raise ValueError(f"a prompt of {longest} tokens plus {max_new_tokens} new tokens exceeds "
+                         f"the vLLM engine's context of {max_model_len} (--max-prompt-tokens + "
+                         "the longer of --max-response-tokens and --eval-max-response-tokens); "
+                         "raise --max-prompt-tokens")
+
+
 def to_rollout(prompt_ids: list[list[int]], completions: list[list[list[int]]], pad: int,
                eos_ids: Sequence[int], decode: Callable[[list[list[int]]], list[str]]) -> Rollout:
     """Per prompt, its n completions' token ids -> the same ``Rollout`` the HF engine makes:
@@ -185,7 +209,8 @@ class VLLMRollout:
 
     def __init__(self, llm, tokenizer, eos_ids: Sequence[int], sync_bucket_bytes: int,
                  dtype: torch.dtype, device: str = "cuda", sampling_params=None,
-                 tokens_prompt=dict) -> None:
+                 tokens_prompt=dict, max_model_len: int = 2**31 - 1,
+                 sleep_level: int = 1) -> None:
         """``llm``: a ``vllm.LLM`` (or an object with its interface); ``sampling_params`` and
         ``tokens_prompt``: ``vllm.SamplingParams`` and ``vllm.inputs.TokensPrompt`` (a
         TypedDict: a dict with ``prompt_token_ids``)."""
@@ -193,6 +218,8 @@ class VLLMRollout:
         self.device = device
         self.sampling_params = sampling_params or (lambda **kw: SimpleNamespace(**kw))
         self.tokens_prompt = tokens_prompt
+        self.max_model_len = max_model_len
+        self.sleep_level = sleep_level
         self.tokenizer = tokenizer
         self.eos_ids = sorted(set(eos_ids))
         self.sync_bucket_bytes = sync_bucket_bytes
@@ -202,8 +229,8 @@ class VLLMRollout:
 
     @classmethod
     def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
-              gpu_memory_utilization: float, sync_bucket_mb: int, colocated: bool = True
-              ) -> "VLLMRollout":
+              gpu_memory_utilization: float, sync_bucket_mb: int, colocated: bool = True,
+              sleep_level: int = 1) -> "VLLMRollout":
         """``colocated``: inside a training worker (its torch.distributed group, its GPU);
         off: a stand-alone engine (``bench rollout``)."""
         problem = version_problem(installed_version())
@@ -214,7 +241,7 @@ class VLLMRollout:
             # one engine per Ray Train worker, in the worker's own process and torch.distributed
             # group: the external launcher (no engine processes of vLLM's own); its engine core
             # then runs in this process, which colocation with the training engine needs
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
             extra = dict(distributed_executor_backend="external_launcher")
         from transformers import GenerationConfig
         from vllm import LLM, SamplingParams
@@ -232,7 +259,7 @@ class VLLMRollout:
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         eos_ids = [e for e in eos if e is not None] + [tokenizer.eos_token_id]
         return cls(llm, tokenizer, eos_ids, sync_bucket_mb << 20, getattr(torch, dtype),
-                   "cuda", SamplingParams, TokensPrompt)
+                   "cuda", SamplingParams, TokensPrompt, max_model_len, sleep_level)
 
     # --- generation (same contract as HFRollout) -------------------------------------------
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
@@ -242,9 +269,12 @@ class VLLMRollout:
     def _generate_ids(self, prompt_ids: list[list[int]], **sampling) -> list[list[list[int]]]:
         if not self.awake:
             raise RuntimeError("internal: generate on a sleeping vLLM engine (wake_up first)")
+        check_lengths(prompt_ids, sampling["max_tokens"], self.max_model_len)
+        seeds = prompt_seeds(sampling.pop("seed", None), len(prompt_ids))
         outs = self.llm.generate(prompts=[self.tokens_prompt(prompt_token_ids=list(p))
                                           for p in prompt_ids],
-                                 sampling_params=self.sampling_params(**sampling),
+                                 sampling_params=[self.sampling_params(**sampling, seed=s)
+                                                  for s in seeds],
                                  use_tqdm=False)
         return [[list(c.token_ids) for c in o.outputs] for o in outs]
 
@@ -277,12 +307,12 @@ class VLLMRollout:
 
     # --- sharing the GPU with training -----------------------------------------------------
     def sleep(self) -> None:
-        """Free the GPU for the training engine. Level 1 offloads the weights to CPU memory and
-        drops the KV cache. Level 2 (drop the weights too) would suit an engine whose weights
-        are overwritten at every sync, but it also drops buffers that are not parameters (rotary
-        tables), which no sync writes back."""
+        """Free the GPU for the training engine. Level 1 offloads the weights to CPU memory
+        (a copy per worker: 14 GB for a 7B model) and drops the KV cache; level 2 drops the
+        weights too (vLLM 0.33 keeps the buffers, such as rotary tables), which suits an engine
+        whose every parameter the next sync overwrites (``end_sync`` checks that it did)."""
         if self.awake:
-            self.llm.sleep(level=1)
+            self.llm.sleep(level=self.sleep_level)
             self.awake = False
 
     def wake_up(self) -> None:
