@@ -63,8 +63,7 @@ def settings_problems(config: RunConfig, world: int | None = None,
         out.append(f"steps is {t.steps}; use --steps 0 (evaluate only) or more")
     if t.ppo_mini_batches < 1 or t.ppo_epochs < 1:
         out.append("ppo_epochs and ppo_mini_batches must be 1 or more")
-    elif local_responses(config, world) % t.ppo_mini_batches:
-        local = local_responses(config, world)
+    elif (local := local_responses(config, world)) % t.ppo_mini_batches:
         out.append(f"each worker's {local} responses per step cannot be split into "
                    f"{t.ppo_mini_batches} equal mini-batches; use --ppo-mini-batches dividing "
                    f"{local}")

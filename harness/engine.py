@@ -59,6 +59,12 @@ def device(use_gpu: bool) -> torch.device:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def gpu_used_gb() -> float:
+    """GB in use on this worker's GPU, by any allocator (vLLM's included)."""
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / 2**30
+
+
 def largest_divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, min(n, max(cap, 1)) + 1) if n % d == 0)
 

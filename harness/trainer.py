@@ -104,12 +104,16 @@ class Trainer:
         # the plain copy of the policy (HF rollouts; OPSD's current-policy teacher) is built
         # before the ZeRO-3 scope so it is never partitioned
         device = eng.device(t.use_gpu)
+        self.cuda = t.use_gpu and torch.cuda.is_available()
+
+        def plain_copy():
+            return load_model(source, seed=config.seed, allow_download=config.model.allow_download,
+                              dtype=config.model.dtype).to(device).eval()
+
         vllm = config.rollout.engine == "vllm"
         needs_plain = not vllm or ("teacher" in self.method.needs
                                    and self.options.opsd_teacher != "initial")
-        self.plain = load_model(source, seed=config.seed,
-                                allow_download=config.model.allow_download,
-                                dtype=config.model.dtype).to(device).eval() if needs_plain else None
+        self.plain = plain_copy() if needs_plain else None
         if vllm:
             from harness.rollouts.vllm import VLLMRollout
 
@@ -128,6 +132,7 @@ class Trainer:
         # vLLM: a fixed token sequence the policy and the engine must score alike after syncs
         self._probe = self.rollout.encode(self.train_examples[:1])[0][:256] if vllm else None
         self.last_sync_gap = float("nan")  # the latest vLLM log-prob check's mean gap
+        self._synced = 0  # vLLM weight syncs so far
         self.sync_weights()  # rollouts must start from exactly the engine's weights
         # the initial policy (KL reference, OPSD's fixed teacher): copied after the sync
         needs_initial = t.kl_coef > 0 or ("teacher" in self.method.needs
@@ -135,8 +140,7 @@ class Trainer:
         self.initial_model = None
         if needs_initial:
             self.initial_model = copy.deepcopy(self.plain).eval() if self.plain is not None \
-                else load_model(source, seed=config.seed, allow_download=config.model.allow_download,
-                                dtype=config.model.dtype).to(device).eval()
+                else plain_copy()
 
     def _usable(self, examples: list[Example]) -> list[Example]:
         ids = self.rollout.encode(examples)
@@ -164,7 +168,7 @@ class Trainer:
             with eng.gathered_parameters(self.engine.module, group) as named:
                 self.rollout.load_weights(named)
         self.rollout.end_sync()
-        self._synced = getattr(self, "_synced", 0) + 1
+        self._synced += 1
         every = self.config.rollout.vllm_check_every
         if every and (self._synced - 1) % every == 0:
             self.last_sync_gap = vllm.check_gap(
@@ -192,10 +196,8 @@ class Trainer:
                                    r.temperature, r.top_p, r.top_k,
                                    seed=cfg.seed * 1_000_003 + step * 1009 + self.rank)
         t_gen = time.perf_counter() - t0
-        gpu_generating = None
-        if cfg.training.use_gpu and torch.cuda.is_available():
-            free, total = torch.cuda.mem_get_info()  # the device's, vLLM's KV cache included
-            gpu_generating = (total - free) / 2**30
+        # the device's use while the rollout engine is awake (vLLM's KV cache included)
+        gpu_generating = eng.gpu_used_gb() if self.cuda else None
         if hasattr(self.rollout, "sleep"):  # vLLM frees the GPU until the next sync
             self.rollout.sleep()
         rewards = self.task.compute_rewards([examples[i] for i in ro.example_index], ro.texts)
@@ -439,9 +441,8 @@ class Trainer:
             # a fresh seed starts its log afresh; a resumed one keeps exactly the steps of its
             # checkpoint (rows a killed run wrote after it are dropped)
             log_path.write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
-        cuda = self.config.training.use_gpu and torch.cuda.is_available()
         for step in range(start, self.config.training.steps):
-            if cuda:
+            if self.cuda:
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
             data, metrics = self.collect(step)
@@ -449,10 +450,9 @@ class Trainer:
             metrics.update(self.update(data))
             metrics["time/update"] = time.perf_counter() - t1
             metrics["time/step"] = time.perf_counter() - t0
-            if cuda:  # torch's own allocations (the training engine's), and the whole device's
-                free, total = torch.cuda.mem_get_info()
+            if self.cuda:  # torch's own allocations (the training engine's), the whole device's
                 metrics["gpu/peak_allocated_gb"] = torch.cuda.max_memory_allocated() / 2**30
-                metrics["gpu/used_after_sync_gb"] = (total - free) / 2**30
+                metrics["gpu/used_after_sync_gb"] = eng.gpu_used_gb()
                 metrics["gpu/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
             if self.config.rollout.engine == "vllm":
                 metrics["vllm/sync_logprob_gap"] = self.last_sync_gap

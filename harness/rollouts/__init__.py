@@ -9,5 +9,5 @@ from harness.rollouts.base import (Rollout, left_pad, render_prompt, response_ma
                                    with_response)
 from harness.rollouts.hf import HFRollout, copy_weights
 
-__all__ = ["HFRollout", "copy_weights", "Rollout", "left_pad", "render_prompt", "response_mask_from_ids",
-           "with_response"]
+__all__ = ["HFRollout", "Rollout", "copy_weights", "left_pad", "render_prompt",
+           "response_mask_from_ids", "with_response"]

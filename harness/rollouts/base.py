@@ -47,6 +47,19 @@ def render_prompt(tokenizer, example: Example) -> str:
     )
 
 
+def encode_prompts(tokenizer, examples: Sequence[Example]) -> list[list[int]]:
+    """Each example's chat prompt as token ids (every engine samples from exactly these)."""
+    texts = [render_prompt(tokenizer, ex) for ex in examples]
+    # the chat template already holds the special tokens: add none
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def eos_token_ids(generation_eos, tokenizer) -> list[int]:
+    """The ids that end a response: the generation config's EOS id(s) and the tokenizer's."""
+    eos = generation_eos if isinstance(generation_eos, (list, tuple)) else [generation_eos]
+    return sorted({e for e in eos if e is not None} | {tokenizer.eos_token_id})
+
+
 def response_mask_from_ids(ids: torch.Tensor, eos_ids: Sequence[int]) -> torch.Tensor:
     """[N, T] ids -> [N, T] mask: 1 up to and including the first EOS token, 0 after it."""
     is_eos = torch.zeros_like(ids, dtype=torch.bool)

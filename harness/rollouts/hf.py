@@ -6,7 +6,8 @@ from typing import Sequence
 
 import torch
 
-from harness.rollouts.base import Rollout, left_pad, render_prompt, response_mask_from_ids
+from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids, left_pad,
+                                   response_mask_from_ids)
 from tasks.base import Example
 
 
@@ -29,9 +30,7 @@ class HFRollout:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = torch.device(device)
-        eos = model.generation_config.eos_token_id
-        eos = eos if isinstance(eos, (list, tuple)) else [eos]
-        self.eos_ids = sorted({e for e in eos if e is not None} | {tokenizer.eos_token_id})
+        self.eos_ids = eos_token_ids(model.generation_config.eos_token_id, tokenizer)
         # A checkpoint's generation_config.json may set repetition_penalty (Qwen2.5-Instruct
         # does) or other knobs that generate() would silently apply: rollouts would then not be
         # samples of the policy the loss scores. Keep only the special tokens.
@@ -47,9 +46,7 @@ class HFRollout:
         return copy_weights(self.model, named_tensors)
 
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
-        texts = [render_prompt(self.tokenizer, ex) for ex in examples]
-        # the chat template already holds the special tokens: add none
-        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return encode_prompts(self.tokenizer, examples)
 
     @torch.no_grad()
     def generate(

@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from harness.rollouts.base import Rollout, left_pad, render_prompt, response_mask_from_ids
+from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids, left_pad,
+                                   response_mask_from_ids)
 from tasks.base import Example
 
 # the range the gpu extra pins (pyproject.toml); other versions changed the weight-loading and
@@ -226,6 +227,7 @@ class VLLMRollout:
         self.dtype = dtype
         self.awake = True
         self.last_sync = SyncRecord()
+        self._syncing = False  # between begin_sync and end_sync
 
     @classmethod
     def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
@@ -252,19 +254,15 @@ class VLLMRollout:
                   enable_prefix_caching=True, enable_sleep_mode=True, tensor_parallel_size=1,
                   **extra)
         try:
-            gen = GenerationConfig.from_pretrained(source)
-            eos = gen.eos_token_id
+            eos = GenerationConfig.from_pretrained(source).eos_token_id
         except OSError:
             eos = None
-        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
-        eos_ids = [e for e in eos if e is not None] + [tokenizer.eos_token_id]
-        return cls(llm, tokenizer, eos_ids, sync_bucket_mb << 20, getattr(torch, dtype),
+        return cls(llm, tokenizer, eos_token_ids(eos, tokenizer), sync_bucket_mb << 20, getattr(torch, dtype),
                    "cuda", SamplingParams, TokensPrompt, max_model_len, sleep_level)
 
     # --- generation (same contract as HFRollout) -------------------------------------------
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
-        texts = [render_prompt(self.tokenizer, ex) for ex in examples]
-        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return encode_prompts(self.tokenizer, examples)
 
     def _generate_ids(self, prompt_ids: list[list[int]], **sampling) -> list[list[list[int]]]:
         if not self.awake:
@@ -296,8 +294,9 @@ class VLLMRollout:
         """Greedy responses; vLLM batches itself, so ``batch_size`` only paces progress."""
         ids = self.encode(examples)
         out: list[str] = []
-        for start in range(0, len(ids), max(batch_size, 1) * 8):
-            chunk = ids[start:start + max(batch_size, 1) * 8]
+        size = max(batch_size, 1) * 8
+        for start in range(0, len(ids), size):
+            chunk = ids[start:start + size]
             r = self.generate([examples[start + i] for i in range(len(chunk))], 1,
                               max_new_tokens, greedy=True, prompt_ids=chunk)
             out.extend(r.texts)
@@ -333,7 +332,7 @@ class VLLMRollout:
         """Load one bucket of gathered (name, tensor) pairs, between ``begin_sync`` and
         ``end_sync``; NaN (the update's norm is measured on a plain HF copy only: here it would
         need a second copy of the weights)."""
-        if not getattr(self, "_syncing", False):
+        if not self._syncing:
             raise RuntimeError("internal: load_weights outside begin_sync / end_sync")
         tensors = engine_tensors(named_tensors, self.dtype)
         device_tensors = [(n, t.to(self.device, non_blocking=True)) for n, t in tensors]
