@@ -211,6 +211,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     print(f"{args.task}: {len(chosen)} of {len(examples)} items scored")
     for name, value in scored["metrics"].items():
         print(f"  {name:<28} {value:.2f}" if isinstance(value, float) else f"  {name:<28} {value}")
+    problems = scored.get("problems", [])
+    if problems:
+        print(f"{len(problems)} items could not be scored fairly (counted as wrong):")
+        for problem in problems[:10]:
+            print(f"  {problem['id']}: {problem['problem']}")
+        if len(problems) > 10:
+            print(f"  ... {len(problems) - 10} more" + (" (all in --output)" if args.output
+                                                        else "; --output FILE lists them all"))
     if args.output:
         from harness.results import atomic_write_json
 

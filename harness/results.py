@@ -156,9 +156,12 @@ def items_hash(examples) -> str:
 
 
 def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: float,
-                train_examples=(), eval_examples=()) -> dict:
+                train_examples=(), eval_examples=(), problems=()) -> dict:
     """A result file's content (schema ``RESULT_SCHEMA``): what was measured, with the config,
-    its hash, hashes of the training and evaluation items, package versions and the commit."""
+    its hash, hashes of the training and evaluation items, package versions and the commit;
+    ``problems``: the scorer's list of items it could not score fairly (``{"id", "problem"}``,
+    e.g. a gold query that fails), stored when there are any."""
+    extra = {"problems": list(problems)} if problems else {}
     return {
         "schema": RESULT_SCHEMA,
         "task": config.task.task, "method": config.method.method, "model": config.model.model,
@@ -166,7 +169,7 @@ def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: 
         "train": train, "wall_seconds": wall_seconds,
         "config": config.to_dict(), "config_hash": config_hash(config),
         "data": {"train": items_hash(train_examples), "eval": items_hash(eval_examples)},
-        "versions": package_versions(), "git_commit": git_commit(),
+        "versions": package_versions(), "git_commit": git_commit(), **extra,
     }
 
 

@@ -525,7 +525,8 @@ def store_result(config: RunConfig, examples: list[Example], responses: list[str
         config, scored["metrics"],
         train={**summarise_training(history), "final_param_sha256": param_checksum},
         wall_seconds=wall,
-        train_examples=train_examples, eval_examples=examples))
+        train_examples=train_examples, eval_examples=examples,
+        problems=scored.get("problems", ())))
     return path
 
 

@@ -121,23 +121,24 @@ def order_matters(gold_query: str) -> bool:
     return "order by" in gold_query.lower()
 
 
-def prepare(pred: str, gold: str, semantics: str, keep_distinct: bool) -> tuple[str, str, bool]:
-    """(prediction, gold, order matters) as they are executed and compared.
-
-    Spider: both queries get :func:`spider_postprocess` and, unless ``keep_distinct``, lose their
-    DISTINCT keywords; order matters when the gold has ORDER BY. BIRD: run as written, order
-    never matters. ValueError when the prediction cannot be tokenised (Spider's evaluation
-    scores such a prediction 0 without running it).
-    """
+def prepare_gold(gold: str, semantics: str, keep_distinct: bool) -> tuple[str, bool]:
+    """(gold query as executed, whether row order matters); ValueError when Spider's
+    preprocessing cannot tokenise it (a fault of the item, not of any prediction)."""
     if semantics == "bird":
-        return pred, gold, False
+        return gold, False
     if semantics != "spider":
         raise ValueError(f"unknown result semantics {semantics!r}; known: {', '.join(SEMANTICS)}")
-    gold, ordered = _spider_gold(gold, keep_distinct)
+    return _spider_gold(gold, keep_distinct)
+
+
+def prepare_prediction(pred: str, semantics: str, keep_distinct: bool) -> str:
+    """A predicted query as it is executed (ValueError when it cannot be tokenised)."""
+    if semantics == "bird":
+        return pred
+    if semantics != "spider":
+        raise ValueError(f"unknown result semantics {semantics!r}; known: {', '.join(SEMANTICS)}")
     pred = spider_postprocess(pred)
-    if not keep_distinct:
-        pred = remove_distinct(pred)
-    return pred, gold, ordered
+    return pred if keep_distinct else remove_distinct(pred)
 
 
 @functools.lru_cache(maxsize=4096)

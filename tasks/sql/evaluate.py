@@ -58,16 +58,56 @@ def make_job(example: Example, response: str, options: SqlOptions) -> dict:
             "keep_distinct": options.keep_distinct}
 
 
+# (databases, gold query, semantics, keep_distinct, limits) -> why the gold query fails, or
+# None; kept for the life of the process (a run): whether the gold runs is a property of the
+# item under these limits, never of the responses that happen to be checked against it
+_GOLD_ERRORS: dict[tuple, str | None] = {}
+
+
+def _gold_key(example: Example, options: SqlOptions) -> tuple:
+    return (tuple(example.metadata["db_paths"]), example.reference,
+            example.metadata["semantics"], options.keep_distinct, options.limits)
+
+
+def gold_errors(examples: Sequence[Example], options: SqlOptions) -> list[str | None]:
+    """Per example: why its gold query fails on one of its databases (None: it runs). Each
+    item's gold runs once per process, in the sandbox, before and apart from any response."""
+    keys = [_gold_key(e, options) for e in examples]
+    todo = [k for k in dict.fromkeys(keys) if k not in _GOLD_ERRORS and k[1] is not None]
+    if todo:
+        jobs = [{"op": "gold", "dbs": list(dbs), "gold": gold, "semantics": semantics,
+                 "keep_distinct": keep} for dbs, gold, semantics, keep, _ in todo]
+        for key, result in zip(todo, shared_sandbox(options.processes, options.limits).map(jobs)):
+            _GOLD_ERRORS[key] = result["gold_error"]
+    return [_GOLD_ERRORS.get(k) for k in keys]
+
+
+def make_job(example: Example, response: str, options: SqlOptions, gold_ok: bool = True
+             ) -> dict:
+    """The sandbox job that checks one response to ``example`` (see ``worker.response``);
+    ``gold_ok`` False: the gold query is known to fail, so only the response's query runs."""
+    return {"op": "response", "response": response,
+            "gold": example.reference if gold_ok else None,
+            "dbs": list(example.metadata["db_paths"]), "semantics": example.metadata["semantics"],
+            "keep_distinct": options.keep_distinct}
+
+
 def check(examples: Sequence[Example], responses: Sequence[str], options: SqlOptions
           ) -> list[dict]:
     """Per response: ``format_ok``, ``sql`` (None when none is found), ``executed``, ``match``,
-    ``error`` and ``gold_error``, all computed in the sandbox's worker processes."""
+    ``error`` and ``gold_error`` (the item's gold failure, whatever the response), all computed
+    in the sandbox's worker processes."""
     if len(examples) != len(responses):
         raise ValueError(f"{len(examples)} examples but {len(responses)} responses")
-    jobs = [make_job(e, r, options) for e, r in zip(examples, responses)]
+    golds = gold_errors(examples, options)
+    jobs = [make_job(e, r, options, g is None) for e, r, g in zip(examples, responses, golds)]
     # a killed worker's outcome keeps the format check it sent before executing; nothing of
     # the (possibly hostile) response is re-parsed here
-    return shared_sandbox(options.processes, options.limits).map(jobs)
+    outcomes = shared_sandbox(options.processes, options.limits).map(jobs)
+    # a gold that ran in the gold pass but failed beside this response (a worker killed at its
+    # hard limit, say) keeps that error: this response's execution is then unknown
+    return [{**o, "gold_error": g or o.get("gold_error"), "match": None if g else o["match"]}
+            for o, g in zip(outcomes, golds)]
 
 
 def executable(outcome: dict) -> bool:
@@ -92,14 +132,16 @@ def score(examples: Sequence[Example], responses: Sequence[str], options: SqlOpt
     and the rates of well-formed and executable responses.
 
     Items whose gold query fails count as wrong (Spider's evaluation refuses to score them at
-    all) and are counted in ``gold_failures``."""
+    all): every one is counted in ``gold_failures`` whatever its response did, and listed with
+    its error under ``problems``."""
     if len(examples) != len(responses):
         raise ValueError(f"{len(examples)} examples but {len(responses)} responses")
     outcomes = check(examples, responses, options)
+    golds = gold_errors(examples, options)  # cached by check: the item's own verdict
     tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    items = []
-    n_format = n_exec = n_gold = 0
-    for example, outcome in zip(examples, outcomes):
+    items, problems = [], []
+    n_format = n_exec = 0
+    for example, outcome, gold_error in zip(examples, outcomes, golds):
         meta = example.metadata
         correct = bool(outcome["match"]) and not outcome.get("gold_error")
         for key in {meta["benchmark"], meta["category"]}:
@@ -108,7 +150,9 @@ def score(examples: Sequence[Example], responses: Sequence[str], options: SqlOpt
         fmt = bool(outcome["format_ok"])
         n_format += fmt
         n_exec += executable(outcome)
-        n_gold += bool(outcome.get("gold_error"))
+        if gold_error:
+            problems.append({"id": example.id, "problem": f"gold query fails on database "
+                                                          f"{meta['db_id']}: {gold_error}"})
         items.append({"id": example.id, "category": meta["category"], "db_id": meta["db_id"],
                       "correct": correct, "executed": executable(outcome),
                       "format_ok": fmt, "sql": outcome["sql"], "error": outcome.get("error"),
@@ -120,6 +164,6 @@ def score(examples: Sequence[Example], responses: Sequence[str], options: SqlOpt
     if items:
         metrics["format_rate"] = 100.0 * n_format / len(items)
         metrics["executable_rate"] = 100.0 * n_exec / len(items)
-        metrics["gold_failures"] = n_gold
-    return {"metrics": metrics, "items": items,
+        metrics["gold_failures"] = len(problems)
+    return {"metrics": metrics, "items": items, "problems": problems,
             "counts": {b: tally[b][1] for b in benchmarks}}

@@ -9,7 +9,9 @@ Expected layout under ``--data-dir`` (each benchmark needs only its own entries)
     spider-test-suite/database/<db>/*.sqlite   optional: test-suite databases for dev
     spider-syn/dev.json            Spider-Syn (SpiderSynQuestion), over Spider's databases
     spider-realistic/spider-realistic.json
-    spider-dk/Spider-DK.json
+    spider-dk/                     a checkout of the Spider-DK repository, as published:
+      Spider-DK.json  tables.json  database/new_<db>/new_<db>.sqlite
+                                   (its other databases are Spider's, found in spider/database)
     bird/dev/                      BIRD dev release (the folder may also be bird/ itself)
       dev.json  dev_tables.json  dev_databases/<db>/<db>.sqlite
 
@@ -37,8 +39,11 @@ class Split:
     name: str  # the benchmark's name in results, e.g. "spider-dev"
     root: tuple[str, ...]  # candidate folders under the data folder, first existing wins
     questions: tuple[str, ...]  # question files under the root, concatenated
-    tables: str  # tables.json file: under the root, or "spider:<file>" for Spider's
-    databases: str  # database folder: under the root, or "spider:<folder>"
+    # tables.json candidates, first existing wins: under the root, or "spider:<file>" for
+    # Spider's
+    tables: tuple[str, ...]
+    # database folders, searched in order for each db_id: under the root, or "spider:<folder>"
+    databases: tuple[str, ...]
     question_key: str = "question"
     query_key: str = "query"
     semantics: str = "spider"  # result equality: "spider" (test-suite) or "bird" (set)
@@ -47,20 +52,23 @@ class Split:
 
 SPIDER = ("spider", "spider_data")
 SPLITS = {
-    "spider-train": Split("spider-train", SPIDER, ("train_spider.json",), "tables.json",
-                          "database"),
-    "spider-dev": Split("spider-dev", SPIDER, ("dev.json",), "tables.json", "database",
+    "spider-train": Split("spider-train", SPIDER, ("train_spider.json",), ("tables.json",),
+                          ("database",)),
+    "spider-dev": Split("spider-dev", SPIDER, ("dev.json",), ("tables.json",), ("database",),
                         test_suite=True),
-    "spider-test": Split("spider-test", SPIDER, ("test.json",), "test_tables.json",
-                         "test_database"),
-    "spider-syn": Split("spider-syn", ("spider-syn",), ("dev.json",), "spider:tables.json",
-                        "spider:database", question_key="SpiderSynQuestion"),
+    "spider-test": Split("spider-test", SPIDER, ("test.json",), ("test_tables.json",),
+                         ("test_database",)),
+    "spider-syn": Split("spider-syn", ("spider-syn",), ("dev.json",), ("spider:tables.json",),
+                        ("spider:database",), question_key="SpiderSynQuestion"),
     "spider-realistic": Split("spider-realistic", ("spider-realistic",),
-                              ("spider-realistic.json",), "spider:tables.json", "spider:database"),
-    "spider-dk": Split("spider-dk", ("spider-dk",), ("Spider-DK.json",), "spider:tables.json",
-                       "spider:database"),
-    "bird-dev": Split("bird-dev", ("bird/dev", "bird"), ("dev.json",), "dev_tables.json",
-                      "dev_databases", query_key="SQL", semantics="bird"),
+                              ("spider-realistic.json",), ("spider:tables.json",),
+                              ("spider:database",)),
+    # a checkout of the Spider-DK repository: its own tables.json (Spider's schemas plus its
+    # modified new_* databases) and database/ with only those; the rest are Spider's
+    "spider-dk": Split("spider-dk", ("spider-dk", "Spider-DK"), ("Spider-DK.json",),
+                       ("tables.json", "spider:tables.json"), ("database", "spider:database")),
+    "bird-dev": Split("bird-dev", ("bird/dev", "bird"), ("dev.json",), ("dev_tables.json",),
+                      ("dev_databases",), query_key="SQL", semantics="bird"),
 }
 
 
@@ -78,6 +86,23 @@ def _resolve(data_dir: Path, root: Path, entry: str, split: Split) -> Path:
     if entry.startswith("spider:"):
         return _root(data_dir, SPIDER, f"{split.name} uses Spider's databases") / entry[7:]
     return root / entry
+
+
+def _tables_file(data_dir: Path, root: Path, split: Split) -> Path:
+    """The first of the split's tables.json candidates that exists (the last one, to be named
+    as missing, when none does)."""
+    candidates = [_resolve(data_dir, root, e, split) for e in split.tables]
+    return next((p for p in candidates if p.is_file()), candidates[-1])
+
+
+def _database_folders(data_dir: Path, root: Path, split: Split) -> list[Path]:
+    """The split's database folders in search order; an error naming them when none
+    exists."""
+    candidates = [_resolve(data_dir, root, entry, split) for entry in split.databases]
+    if not any(p.is_dir() for p in candidates):
+        raise FileNotFoundError(f"{split.name}: missing database folder "
+                                f"{' or '.join(str(p) for p in candidates)}")
+    return candidates
 
 
 def _read_json_list(path: Path) -> list:
@@ -148,11 +173,9 @@ def load_split(data_dir: Path | None, split_name: str, sample_rows: int = 0,
                          "tasks/sql/loaders.py for the layout); without one, use spider-mini")
     data_dir = Path(data_dir)
     root = _root(data_dir, split.root, split_name)
-    tables_path = _resolve(data_dir, root, split.tables, split)
-    db_folder = _resolve(data_dir, root, split.databases, split)
+    tables_path = _tables_file(data_dir, root, split)
+    db_folders = _database_folders(data_dir, root, split)
     tables = read_tables(tables_path)
-    if not db_folder.is_dir():
-        raise FileNotFoundError(f"{split_name}: missing database folder {db_folder}")
     benchmark = benchmark or split_name
     examples: list[Example] = []
     for file_name in split.questions:
@@ -169,9 +192,11 @@ def load_split(data_dir: Path | None, split_name: str, sample_rows: int = 0,
                     raise ValueError(f"{where}: missing or empty string field {key!r}")
             if db_id not in tables:
                 raise ValueError(f"{where}: db_id {db_id!r} is not in {tables_path}")
-            main = database_path(db_folder, db_id)
-            if not main.is_file():
-                raise FileNotFoundError(f"{where}: database file {main} is missing")
+            found = [database_path(f, db_id) for f in db_folders]
+            main = next((p for p in found if p.is_file()), None)
+            if main is None:
+                raise FileNotFoundError(f"{where}: database file "
+                                        f"{' or '.join(str(p) for p in found)} is missing")
             paths = test_suite_paths(data_dir, db_id, main) \
                 if split.test_suite and use_test_suite else [main]
             examples.append(make_example(

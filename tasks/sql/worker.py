@@ -11,6 +11,8 @@ Defences, from the outside in (the parent adds a hard wall-clock kill of this pr
 
 * the database is opened with the URI ``mode=ro&immutable=1`` (no writes, no journal, no locks,
   no WAL/SHM files are created) and ``PRAGMA query_only``;
+* temporary storage (sorts, GROUP BY, materialised subqueries) stays in memory under SQLite's
+  heap limit (``PRAGMA temp_store = MEMORY``): nothing is spilled to disk;
 * an authorizer allows only reading: SELECT, column reads, recursive CTEs and functions other
   than ``load_extension``; every write, DDL, ATTACH/DETACH, PRAGMA and transaction is denied;
   extension loading is switched off and the ATTACH limit is 0;
@@ -47,10 +49,10 @@ from collections import OrderedDict
 
 if __package__ in (None, ""):  # run by file (the sandbox's way): import the sibling module
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from compare import prepare, results_equal  # type: ignore[no-redef]
+    from compare import prepare_gold, prepare_prediction, results_equal  # type: ignore[no-redef]
     from layout import extract_sql, format_ok  # type: ignore[no-redef]
 else:
-    from tasks.sql.compare import prepare, results_equal
+    from tasks.sql.compare import prepare_gold, prepare_prediction, results_equal
     from tasks.sql.layout import extract_sql, format_ok
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
@@ -84,6 +86,8 @@ def failed_result(job: dict, why: str) -> dict:
     ``response`` job's format fields come from its partial frame, or are False/None."""
     if job.get("op") == "rows":
         return {"rows": None, "error": why}
+    if job.get("op") == "gold":
+        return {"gold_error": why}
     out = {"executed": False, "reads_database": False, "match": False if job.get("gold") else None,
            "error": why, "gold_error": None, "rows": 0}
     if job.get("op") == "response":
@@ -91,6 +95,12 @@ def failed_result(job: dict, why: str) -> dict:
     return out
 
 
+
+
+def _not_run(out: dict, match: bool | None, error: str) -> dict:
+    """A response job's result when its query was not executed (``error`` says why)."""
+    return {**out, "executed": False, "reads_database": False, "match": match, "error": error,
+            "gold_error": None, "rows": 0}
 
 
 class Executor:
@@ -136,6 +146,10 @@ class Executor:
         # The official Spider evaluation decodes TEXT this way; some databases hold bad UTF-8.
         conn.text_factory = lambda b: b.decode(errors="ignore")
         conn.execute("PRAGMA query_only = ON")
+        # sorts, GROUP BY and materialised subqueries keep their temporary storage in memory,
+        # under the heap limit below: on files (SQLite's default) a large cross join spills
+        # hundreds of MB to /var/tmp before its time limit stops it
+        conn.execute("PRAGMA temp_store = MEMORY")
         if len(self.connections) == 0:
             conn.execute(f"PRAGMA hard_heap_limit = {self.heap_limit}")
         if hasattr(conn, "enable_load_extension"):
@@ -242,34 +256,54 @@ class Executor:
         """Everything the rewards and the scorer need from one response: ``format_ok``, ``sql``
         (None when no query is found) and :meth:`check`'s outcome for it."""
         text = job["response"]
+        miss = False if job["gold"] is not None else None  # a failure's match: None w/o gold
         if len(text) > self.max_response_chars:  # refused unread: no regex or tokeniser on it
             out = {"format_ok": False, "sql": None}
             self.send_partial(out)
-            return {**out, "executed": False, "reads_database": False, "match": False,
-                    "gold_error": None, "rows": 0, "error": f"response has {len(text)} characters, over the limit of "
-                             f"{self.max_response_chars}"}
+            return _not_run(out, miss, f"response has {len(text)} characters, over the limit "
+                                       f"of {self.max_response_chars}")
         sql = extract_sql(text)
         if sql is not None and len(sql) > self.max_sql_chars:
             out = {"format_ok": False, "sql": None}
             self.send_partial(out)
-            return {**out, "executed": False, "reads_database": False, "match": False,
-                    "gold_error": None, "rows": 0, "error": f"query has {len(sql)} characters, over the limit of "
-                             f"{self.max_sql_chars}"}
+            return _not_run(out, miss, f"query has {len(sql)} characters, over the limit of "
+                                       f"{self.max_sql_chars}")
         out = {"format_ok": format_ok(text), "sql": sql}
         self.send_partial(out)
         if out["sql"] is None:
-            return {**out, "executed": False, "reads_database": False, "match": False,
-                    "error": "no SQL query found",
-                    "gold_error": None, "rows": 0}
+            return _not_run(out, miss, "no SQL query found")
+        gold, ordered, gold_error = None, False, None
+        if job["gold"] is not None:  # None: the parent's gold pass found the gold query failing
+            try:
+                gold, ordered = prepare_gold(job["gold"], job["semantics"],
+                                             bool(job.get("keep_distinct", False)))
+            except ValueError as exc:
+                gold_error = f"gold query cannot be prepared: {exc}"
         try:
-            pred, gold, ordered = prepare(out["sql"], job["gold"], job["semantics"],
-                                          bool(job.get("keep_distinct", False)))
+            pred = prepare_prediction(out["sql"], job["semantics"],
+                                      bool(job.get("keep_distinct", False)))
         except ValueError as exc:
-            return {**out, "executed": False, "reads_database": False, "match": False,
-                    "error": str(exc),
-                    "gold_error": None, "rows": 0}
-        return {**out, **self.check({"dbs": job["dbs"], "pred": pred, "gold": gold,
-                                     "semantics": job["semantics"], "order_matters": ordered})}
+            return {**_not_run(out, None if gold is None else False, str(exc)),
+                    "gold_error": gold_error}
+        result = self.check({"dbs": job["dbs"], "pred": pred, "gold": gold,
+                             "semantics": job["semantics"], "order_matters": ordered})
+        return {**out, **result, "gold_error": result["gold_error"] or gold_error}
+
+    def gold_status(self, job: dict) -> dict:
+        """``gold_error``: None when the item's gold query runs on every database of the item
+        (its rows stay cached in this worker), else why it fails. A property of the item, found
+        without any response."""
+        try:
+            gold, _ = prepare_gold(job["gold"], job["semantics"],
+                                   bool(job.get("keep_distinct", False)))
+        except ValueError as exc:
+            return {"gold_error": f"gold query cannot be prepared: {exc}"}
+        for path in job["dbs"]:
+            try:
+                self.gold_rows(path, gold)
+            except QueryError as exc:
+                return {"gold_error": f"{os.path.basename(path)}: {exc}"}
+        return {"gold_error": None}
 
     def handle(self, job: dict) -> dict:
         op = job.get("op")
@@ -277,6 +311,8 @@ class Executor:
             return self.response(job)
         if op == "check":
             return self.check(job)
+        if op == "gold":
+            return self.gold_status(job)
         if op == "rows":
             try:
                 return {"rows": self.run(job["db"], job["sql"]), "error": None}

@@ -9,6 +9,7 @@ from tasks.sql import evaluate, sandbox as sandbox_module
 from tasks.sql.evaluate import SqlOptions
 from tasks.sql.loaders import load_split
 from tasks.sql.sandbox import SqlLimits, SqlSandbox
+from tests.sql.conftest import build_db
 
 MB = 1 << 20
 
@@ -157,3 +158,30 @@ def test_hard_deadline_covers_the_checks_before_execution():
     rows_job = {"op": "rows", "db": "x", "sql": "SELECT 1"}
     response_job = {"op": "response", "dbs": ["x"], "response": ""}
     assert sb.hard_deadline(response_job) == sb.hard_deadline(rows_job) + sandbox_module._PREPARE_S
+
+
+# -- temporary files -------------------------------------------------------------------------------
+def _bytes_written(pid: int) -> int:
+    """Bytes the process has passed to write() so far (files and pipes alike)."""
+    fields = dict(line.split(": ") for line in open(f"/proc/{pid}/io").read().splitlines())
+    return int(fields["wchar"])
+
+
+def test_a_spilling_query_writes_nothing_to_disk(tmp_path):
+    """A GROUP BY over a large cross join makes SQLite sort into temporary storage (over 1 GB of
+    temporary files in 3 s with SQLite's default); the sandbox keeps that storage in the
+    worker's memory under its heap limit, so the query fails without writing to disk."""
+    path = build_db(tmp_path / "big.sqlite", """
+        CREATE TABLE a (x INTEGER, y TEXT);
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+        INSERT INTO a SELECT i, printf('%.200c', 'x') FROM n;""")
+    with SqlSandbox(1, SqlLimits(timeout=3.0)) as box:
+        assert box.map([{"op": "rows", "db": str(path), "sql": "SELECT 1"}])[0]["rows"]
+        pid = box.workers[0].proc.pid
+        before = _bytes_written(pid)
+        out = box.map([{"op": "rows", "db": str(path),
+                        "sql": "SELECT p.x || '-' || q.x || p.y AS k, count(*) "
+                               "FROM a AS p, a AS q GROUP BY k ORDER BY 2"}])[0]
+        assert box.workers[0].proc.pid == pid  # failed inside the worker, not killed
+        assert out["rows"] is None and out["error"]
+        assert _bytes_written(pid) - before < 1 << 20  # the error message, no temp files
