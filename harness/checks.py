@@ -206,10 +206,24 @@ def data_problems(config: RunConfig, train: Sequence) -> list[str]:
     return out
 
 
+def task_problems(config: RunConfig) -> list[str]:
+    """What the task itself reports before training (its ``preflight``: e.g. a package its
+    benchmark's evaluation code imports), so that a run cannot train and then fail to score."""
+    from pathlib import Path
+
+    from harness.data import get_task
+
+    task = get_task(config)
+    if task.preflight is None:
+        return []
+    data_dir = Path(config.task.data_dir) if config.task.data_dir else None
+    return [f"task {task.name!r}: {p}" for p in task.preflight(data_dir)]
+
+
 def check(config: RunConfig, train: Sequence | None = None) -> None:
     """Raise ValueError naming every problem (settings, then data) with its fix."""
     problems = settings_problems(config)
     if train is not None and not problems:
-        problems += data_problems(config, train)
+        problems += data_problems(config, train) + task_problems(config)
     if problems:
         raise ValueError("these settings cannot run:\n" + "\n".join(f"  - {p}" for p in problems))

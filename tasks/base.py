@@ -117,6 +117,10 @@ class Task:
     reward_batch: Optional[Callable[[Sequence[Example], Sequence[str]], list[list[float]]]] = None
     # bind(task_config) -> Task with the run's family options applied (SQL limits, ...)
     bind: Optional[Callable[[Any], "Task"]] = None
+    # preflight(data_dir) -> problems that would stop the evaluation after training (a missing
+    # package that a benchmark's own evaluation code imports), each with its fix; checked
+    # before any worker starts
+    preflight: Optional[Callable[[Path | None], list[str]]] = None
 
     def configured(self, task_config: Any) -> "Task":
         """This task under a run's ``TaskConfig`` (itself when it has no options)."""

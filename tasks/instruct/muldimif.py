@@ -1,14 +1,17 @@
 """MulDimIF: multi-dimensional constraint following, read from ``DATA_DIR/muldimif/``.
 
-``DATA_DIR/muldimif`` is a checkout of the MulDimIF repository: its questions in
+``DATA_DIR/muldimif`` is a checkout of the MulDimIF repository, as published: its questions in
 ``Data/test.json`` (a JSON list of ``{id, conversations, constraints: [[category, subcategory,
 description], ...], contraint_pattern, difficulty?}``) and its evaluation code in
 ``Code/evaluation/`` (``evaluation.py`` with ``class_mapping`` / ``get_instance`` and the
-``scripts`` package of checkers). The checkers parse each constraint's natural-language
-description, and they are not published on any package registry, so the scorer imports the
-checkout's own ``evaluation.py`` (code you supplied, like a plugin) and calls
+``scripts`` package of checkers), which imports ``Code/utils/data_utils.py``. The checkers parse
+each constraint's natural-language description, and they are not published on any package
+registry, so the scorer imports the checkout's own ``evaluation.py`` (code you supplied, like a
+plugin) with both ``Code/evaluation`` and ``Code`` on the path, and calls
 ``get_instance(f"{category}_{subcategory}").check(description, response)`` for each constraint,
-as MulDimIF's ``check`` does.
+as MulDimIF's ``check`` does. That code imports zhconv, pandas and openai at module level (openai
+is never called by the rule-based checks): the ``muldimif`` extra installs them, and
+:func:`problems` imports the code before training starts, so a missing one is named then.
 
 Metrics (percent), as its ``get_score`` defines them: ``accuracy`` (the paper's "Acc.": prompts
 whose constraints all pass), ``macro`` (mean per-prompt fraction), ``micro`` (passed constraints
@@ -17,8 +20,10 @@ response counts that constraint as failed and is counted in ``checker_errors``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import io
 import json
 import sys
 from collections import defaultdict
@@ -28,6 +33,8 @@ from typing import Sequence
 from tasks.base import Example
 
 FOLDER = "muldimif"
+EXTRA = ("pip install -c requirements/constraints-cpu.txt -e '.[muldimif]' (zhconv, pandas and "
+         "openai: what MulDimIF's evaluation code imports)")
 
 
 def load(data_dir: Path | None) -> list[Example]:
@@ -72,21 +79,39 @@ def load(data_dir: Path | None) -> list[Example]:
     return out
 
 
+def problems(data_dir: Path | None) -> list[str]:
+    """What stops MulDimIF from being scored (a missing file, a missing package its evaluation
+    code imports), found by importing that code before any training starts."""
+    try:
+        examples = load(data_dir)
+        _official(examples[0].metadata["evaluation"]) if examples else None
+    except (OSError, ImportError, ValueError) as exc:
+        return [str(exc)]
+    return []
+
+
 @functools.lru_cache(maxsize=2)
 def _official(evaluation_dir: str):
-    """MulDimIF's evaluation module, imported from the checkout (it imports its ``scripts``
-    package relative to its own folder)."""
-    if evaluation_dir not in sys.path:
-        sys.path.insert(0, evaluation_dir)
+    """MulDimIF's evaluation module, imported from the checkout: its ``scripts`` package lies
+    beside it and its ``utils`` package one folder up (``Code/utils``)."""
+    for folder in (str(Path(evaluation_dir).parent), evaluation_dir):
+        if folder in sys.path:
+            sys.path.remove(folder)
+        sys.path.insert(0, folder)  # evaluation_dir first: its names win
     # its generic top-level names (scripts, utils) must resolve inside this checkout
     for name in [n for n in sys.modules if n.split(".")[0] in ("scripts", "utils")]:
         del sys.modules[name]
-    spec = importlib.util.spec_from_file_location("muldimif_evaluation",
-                                                  Path(evaluation_dir) / "evaluation.py")
+    path = Path(evaluation_dir) / "evaluation.py"
+    spec = importlib.util.spec_from_file_location("muldimif_evaluation", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints Python's version on import
+            spec.loader.exec_module(module)
+    except ModuleNotFoundError as exc:
+        raise ImportError(f"MulDimIF's evaluation code ({path}) imports {exc.name!r}, which is "
+                          f"not installed: {EXTRA}") from None
     if not hasattr(module, "get_instance"):
-        raise ValueError(f"{evaluation_dir}/evaluation.py has no get_instance: not MulDimIF's")
+        raise ValueError(f"{path} has no get_instance: not MulDimIF's")
     return module
 
 

@@ -149,18 +149,39 @@ def call_match_score(gold_calls: list, pred_calls: list) -> float:
     return (CORRECTNESS_HI - CORRECTNESS_LO) * score / s_max + CORRECTNESS_LO
 
 
-def gold_calls(gold: str) -> list | None:
-    """The parsed call lines of a gold answer; None when it has no ``<tool_call>``.
+def gold_call_block(gold: str) -> str | None:
+    """The call block of a gold answer (None when it has no ``<tool_call>``).
 
-    Raises ValueError on a gold answer whose call block is not JSON (rlla.py would crash there;
-    loaders validate gold answers up front so this does not happen in training).
+    ToolRL reads the text after the first ``<tool_call>`` up to the first ``</tool_call>``. In
+    some published rows (17 of the 400 of ``rlla_4k_raw/rlla_sft.json``) the reasoning itself
+    mentions the tag ("... formatted within the <tool_call> tags ..."), so that reading starts
+    inside the think span and is not JSON (ToolRL's ``compute_score`` raises on those rows).
+    There the block read is the first one after the think span, i.e. the answer's own: on every
+    row ToolRL can read, the two readings are the same block.
     """
     if CALL_OPEN not in gold:
         return None
-    block = gold.split(CALL_OPEN)[1].split(CALL_CLOSE)[0].strip()
-    calls = parse_json_lines(block)
+    block = gold.split(CALL_OPEN)[1].split(CALL_CLOSE)[0]
+    if parse_json_lines(block.strip()) is None and "</think>" in gold:
+        answer = gold.split("</think>", 1)[1]
+        if CALL_OPEN in answer:
+            block = answer.split(CALL_OPEN)[1].split(CALL_CLOSE)[0]
+    return block  # unstripped: the verifier text keeps the gold's own layout
+
+
+def gold_calls(gold: str) -> list | None:
+    """The parsed call lines of a gold answer (:func:`gold_call_block`); None when it has no
+    ``<tool_call>``.
+
+    Raises ValueError on a gold answer whose call block is not JSON lines (ToolRL cannot read
+    it either; loaders validate gold answers up front so this does not happen in training).
+    """
+    block = gold_call_block(gold)
+    if block is None:
+        return None
+    calls = parse_json_lines(block.strip())
     if calls is None:
-        raise ValueError(f"gold tool-call block is not JSON lines: {block[:200]!r}")
+        raise ValueError(f"gold tool-call block is not JSON lines: {block.strip()[:200]!r}")
     return calls
 
 
@@ -211,9 +232,8 @@ REWARDS = (FORMAT_REWARD, CORRECTNESS_REWARD)
 def call_text(gold: str) -> str:
     """The privileged verifier text of ``correctness``: the gold's call block (or the gold itself
     when it makes no call, e.g. a response-only answer)."""
-    if CALL_OPEN in gold and CALL_CLOSE in gold:
-        return CALL_OPEN + gold.split(CALL_OPEN)[1].split(CALL_CLOSE)[0] + CALL_CLOSE
-    return gold
+    block = gold_call_block(gold) if CALL_CLOSE in gold else None
+    return gold if block is None else CALL_OPEN + block + CALL_CLOSE
 
 
 def verifier_info(gold: str, format_text: str = FORMAT_SPEC) -> tuple:

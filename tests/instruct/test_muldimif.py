@@ -1,5 +1,7 @@
 """MulDimIF: the published test format, scored through a checkout's own evaluation code (here a
-small stand-in checkout with the same module layout: evaluation.py + scripts/)."""
+small stand-in checkout with the same module layout and module-level imports: evaluation.py
+prints on import and imports scripts/ beside it and utils.data_utils from Code/, which imports
+openai and pandas)."""
 import json
 
 import pytest
@@ -8,7 +10,10 @@ from tasks import TASKS
 from tasks.instruct import muldimif
 
 EVALUATION_PY = '''
+import sys
+print("Python version:", sys.version)  # NOQA
 from scripts import *
+from utils.data_utils import *
 
 class_mapping = {"Length_Words": Length_Words(), "Content_Keywords": Content_Keywords(),
                  "Length_Words: At most": Length_Words()}
@@ -18,6 +23,16 @@ def get_instance(class_name):
     if cls:
         return cls
     raise ValueError(f"Class '{class_name}' not found")
+'''
+DATA_UTILS_PY = '''
+import json
+import pandas as pd
+from openai import OpenAI
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
 '''
 SCRIPTS_INIT = '''
 import re
@@ -57,6 +72,9 @@ def data_dir(tmp_path):
     scripts.mkdir(parents=True)
     (root / "Code" / "evaluation" / "evaluation.py").write_text(EVALUATION_PY)
     (scripts / "__init__.py").write_text(SCRIPTS_INIT)
+    (root / "Code" / "utils").mkdir()
+    (root / "Code" / "utils" / "data_utils.py").write_text(DATA_UTILS_PY)
+    muldimif._official.cache_clear()  # each test's checkout is imported afresh
     return tmp_path
 
 
@@ -83,3 +101,21 @@ def test_missing_checkout_and_bad_rows(tmp_path, data_dir):
           "constraints": [["Length", "Words"]]}]))
     with pytest.raises(ValueError, match=r"test.json: item 0: 'constraints'"):
         muldimif.load(data_dir)
+
+
+def test_a_missing_dependency_is_named_before_training(data_dir):
+    from harness import checks, launch
+    from harness.config import RunConfig, TaskConfig
+
+    config = RunConfig(task=TaskConfig(task="muldimif", data_dir=str(data_dir),
+                                       train_data="if-synth"))
+    assert checks.task_problems(config) == []
+    launch.validate(config)  # passes: the checkout imports
+    utils = data_dir / "muldimif" / "Code" / "utils" / "data_utils.py"
+    utils.write_text("import zz_not_installed_anywhere\n" + DATA_UTILS_PY)
+    muldimif._official.cache_clear()
+    with pytest.raises(ValueError) as err:
+        launch.validate(config)
+    message = str(err.value)
+    assert "imports 'zz_not_installed_anywhere', which is not installed" in message
+    assert "'.[muldimif]'" in message and "task 'muldimif'" in message

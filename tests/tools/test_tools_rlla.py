@@ -137,3 +137,38 @@ def test_missing_file_and_no_folder(tmp_path):
 def test_duplicate_indices_fall_back_to_positions(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", [row(5, CALL_GOLD), row(5, RESPONSE_GOLD)])
     assert [e.id for e in load_rlla(tmp_path)] == ["rlla-train-0", "rlla-train-1"]
+
+
+# In 17 of the 400 rows of ToolRL's rlla_4k_raw/rlla_sft.json the reasoning itself mentions the
+# tag: ToolRL's reading (after the first <tool_call>) starts inside the think span.
+MENTION_GOLD = ('<think> Each call goes on its own line inside the <tool_call> tags, as JSON. '
+                '</think>\n<tool_call>\n{"name": "reverse_string", "parameters": {"text": "hello"}}'
+                '\n{"name": "reverse_string", "parameters": {"text": "olleh"}}\n</tool_call>')
+
+
+def test_reasoning_that_mentions_the_call_tag(tmp_path):
+    from tasks.tools.rewards import gold_calls
+
+    (tmp_path / "train.json").write_text(json.dumps([row(0, CALL_GOLD), row(1, MENTION_GOLD)]))
+    examples = load_rlla(tmp_path)
+    mention = examples[1]
+    assert gold_calls(MENTION_GOLD) == [
+        {"name": "reverse_string", "parameters": {"text": "hello"}},
+        {"name": "reverse_string", "parameters": {"text": "olleh"}}]
+    # the replayed verifier text is the answer's call block, not the reasoning
+    assert mention.info_for("correctness").text == MENTION_GOLD[MENTION_GOLD.index(
+        "</think>\n") + 9:]
+    answer = MENTION_GOLD.replace("inside the <tool_call> tags", "inside the tags")
+    assert [r(mention, answer) for r in REWARDS] == [1.0, 3.0]
+    one = answer.replace('\n{"name": "reverse_string", "parameters": {"text": "olleh"}}', "")
+    # names: Jaccard([r, r], [r]) = 1/2; hello matched: keys 1 + value 1; S_max = 1 + 2 + 2
+    assert REWARDS[1](mention, one) == pytest.approx(6 * (0.5 + 2) / 5 - 3)
+
+
+def test_a_row_whose_answer_block_is_not_json_is_named(tmp_path):
+    broken = MENTION_GOLD.replace('{"name": "reverse_string", "parameters": {"text": "olleh"}}',
+                                  "reverse_string(text='olleh')")
+    (tmp_path / "train.json").write_text(json.dumps([row(0, CALL_GOLD), row(1, broken)]))
+    with pytest.raises(RllaFormatError, match=r"train.json, row 1: ground truth has an "
+                                              r"unparseable <tool_call> block"):
+        load_rlla(tmp_path)
