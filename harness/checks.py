@@ -17,8 +17,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 def _group_method(method) -> bool:
     """Its advantages compare a response with the others of its group (every reward term
     does: a group of one has no spread, so every advantage would be 0)."""
-    p = method.parts
-    return any(x is not None for x in (p.normaliser, p.weighting, p.filter, p.allocation))
+    return method.pg_term
 
 
 def local_responses(config: RunConfig, world: int) -> int:
@@ -94,24 +93,7 @@ def settings_problems(config: RunConfig, world: int | None = None,
            r.eval_batch_size) < 1:
         out.append("max_prompt_tokens, max_response_tokens, eval_max_response_tokens and "
                    "eval_batch_size must be 1 or more")
-    for name, value, lo, hi in (("mrtpo_beta", m.mrtpo_beta, 0.0, 1.0),
-                                ("opsd_beta", m.opsd_beta, 0.0, 1.0),
-                                ("cort_warmup", m.cort_warmup, 0.0, 1.0)):
-        if not lo <= value <= hi:
-            out.append(f"{name} is {value}, outside [{lo:g}, {hi:g}]; use --"
-                       f"{name.replace('_', '-')} within it")
-    if m.gd2po_tau is not None and not 0 <= m.gd2po_tau <= 1:
-        out.append(f"gd2po_tau is {m.gd2po_tau}, outside [0, 1]")
-    for name, value in (("sa_gamma", m.sa_gamma), ("dara_cap", m.dara_cap),
-                        ("cort_clip", m.cort_clip), ("opsd_coef", m.opsd_coef)):
-        if value < 0:
-            out.append(f"{name} is {value}; it must be >= 0")
-    if m.replay_chunk < 1:
-        out.append(f"replay_chunk is {m.replay_chunk}; use 1 or more (128 is the default)")
-    if m.dara_variant not in ("asym", "sym"):
-        out.append(f"unknown dara_variant {m.dara_variant!r}; use asym or sym")
-    if m.cort_map not in ("clip", "sigmoid"):
-        out.append(f"unknown cort_map {m.cort_map!r}; use clip or sigmoid")
+    out += method.problems(config.method)  # the method's own options check themselves
     here = on_worker or not t.ray_address
     out += model_problems(config, here) + device_problems(config, here)
     if t.save_every < 0 or t.keep_checkpoints < 1 or t.max_failures < 0:
@@ -187,23 +169,23 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
 
 
 def data_problems(config: RunConfig, train: Sequence) -> list[str]:
-    """What the training examples lack for this method (checked on every example)."""
+    """What the training examples lack for this method (checked on every example): a method
+    with extra passes or loss terms re-reads responses under contexts built from each
+    example's verifier information."""
     import methods
     from harness.data import get_task
 
-    needs = set(methods.get(config.method.method).needs)
-    if not needs & {"replay", "counterfactual", "teacher"}:
+    method = methods.get(config.method.method)
+    if not method.needs:
         return []
     task = get_task(config)
-    out = []
     for example in train:
         if not example.verifier_info:
-            out.append(f"method {config.method.method!r} replays each response with and "
-                       f"without its verifiers' information, and the training examples of task "
-                       f"{task.name!r} carry none (first: {example.id!r}); use a method "
-                       "without replay (e.g. gdpo) or a task family that provides it")
-            break
-    return out
+            return [f"method {config.method.method!r} re-reads each response with and without "
+                    f"its verifiers' information ({', '.join(method.needs)}), and the training "
+                    f"examples of task {task.name!r} carry none (first: {example.id!r}); use a "
+                    "method without extra passes or a task family that provides it"]
+    return []
 
 
 def task_problems(config: RunConfig) -> list[str]:

@@ -11,37 +11,7 @@ from pathlib import Path
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-_TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str, "Optional[float]": float}
-_NOT_FLAGS = {"seed", "preset"}  # --seeds and --preset are handled by the command itself
-_FAMILY_OPTIONS = ("sql_", "if_", "judge")  # task-family options that `score` accepts too
-
-
-def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()) -> None:
-    """One flag per config field (``only``: just the fields with these name prefixes)."""
-    for name, (section, f) in cfg.all_fields().items():
-        if name in _NOT_FLAGS or (only and not name.startswith(only)):
-            continue
-        flag = "--" + name.replace("_", "-")
-        help_text = f.metadata.get("help", "")
-        if f.type == "tuple[str, ...]":
-            parser.add_argument(flag.rstrip("s"), dest=name, action="append",
-                                default=argparse.SUPPRESS, metavar="PATH_OR_MODULE",
-                                help=help_text)
-        elif f.type == "bool":
-            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS, help=help_text)
-        else:
-            parser.add_argument(flag, dest=name, type=_TYPES[str(f.type)],
-                                default=argparse.SUPPRESS, metavar=name.upper(), help=help_text)
-
-
-def overrides_from(args: argparse.Namespace) -> dict:
-    known = cfg.all_fields()
-    out = {k: v for k, v in vars(args).items() if k in known}
-    if "plugins" in out:
-        out["plugins"] = tuple(str(Path(p).resolve()) if p.endswith(".py") else p
-                               for p in out["plugins"])
-    return out
+from harness.flags import _FAMILY_OPTIONS, add_config_flags, overrides_from  # noqa: F401
 
 
 def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
@@ -162,7 +132,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     import methods
     from tasks import TASKS, TRAIN_SETS
 
-    print("methods (compose presets with +, e.g. gdpo+saw or saw+gd2po; see docs/methods.md):")
+    print("methods (compose presets with +, e.g. a+b; see docs/methods.md):")
     for name, m in methods.METHODS.items():
         print(f"  {name:<14} {m.help}  [{m.source}]")
     print("tasks (what --task evaluates; training sets in order of preference):")
@@ -268,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     reproduce.add_parser(sub)
     compare.add_parser(sub)
-    ex = sub.add_parser("explain", help="one response's per-token credit under GDPO and MRTPO "
+    ex = sub.add_parser("explain", help="one response's per-token credit under a run's method and the one it reduces to "
                                         "(HTML + PNG)")
     ex.add_argument("--run", required=True, help="a stored result (seedK.json) whose config to use")
     ex.add_argument("--example", type=int, required=True, help="index into the training set")

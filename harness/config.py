@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional
 
+import methods
 from common.registry import Registry
-from methods.base import MethodOptions
+from methods.base import make_options_class
 
 
 def opt(default: Any, help: str, identity: bool = True) -> Any:
@@ -111,15 +112,26 @@ class TrainingConfig:
                             identity=False)
 
 
-@dataclass(frozen=True)
-class MethodConfig(MethodOptions):
-    """The method's name plus every option methods understand (one definition, in methods/)."""
+def _method_config() -> type:
+    """``MethodConfig``: the method's name plus every option of every registered method, each
+    declared in its method's file under methods/ (one field, one flag, one definition)."""
+    cls = make_options_class(
+        "MethodConfig", __name__, methods.option_classes(),
+        extra=[("method", "str", opt("gdpo", "advantage strategy from the method registry, or "
+                                             "a composition such as a+b (see `harness "
+                                             "list`)"))])
 
-    method: str = opt("gdpo", "advantage strategy from the method registry, or a composition "
-                              "such as gdpo+saw (see `harness list`)")
+    def options(self):
+        """The method options (methods.options_class()) with this config's values."""
+        names = {f.name for f in fields(methods.options_class())}
+        return methods.options(**{f.name: getattr(self, f.name) for f in fields(self)
+                                  if f.name in names})
 
-    def options(self) -> MethodOptions:
-        return MethodOptions(**{f.name: getattr(self, f.name) for f in fields(MethodOptions)})
+    cls.options = options
+    return cls
+
+
+MethodConfig = _method_config()
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """``python -m harness explain``: one response's per-token credit, as HTML and PNG.
 
-Samples G responses to one training prompt with the run's model, scores them, replays them
-(MRTPO's ``loo`` contexts) and shows, for one response, the per-token advantage under GDPO and
-under MRTPO and each reward's replay distance (the paper's Figures 1-3, 7, 8). The run's
-config chooses model, task and settings; trained weights are not stored, so the model is the
+Samples G responses to one training prompt with the run's model, scores them, runs the run's
+method's extra passes (MRTPO: its replays) and shows, for one response, the per-token
+advantage under the method and under the method it reduces to (its registry entry's
+``reference``; MRTPO: GDPO) and each pass's per-token output (MRTPO: each reward's replay
+distance): the paper's Figures 1-3, 7, 8. The run's config chooses model, task, method and
+settings; trained weights are not stored, so the model is the
 run's starting model (its warm-started folder when the run had a warm start) unless
 ``--model`` names another (e.g. a saved checkpoint folder).
 """
@@ -19,7 +21,7 @@ import methods
 from harness.config import RunConfig
 from harness.data import get_task, load_train
 from harness.models import load_model, load_tokenizer
-from harness.replay import relevance
+from harness.replay import PolicyContext
 from harness.results import load_result
 from harness.rollouts import HFRollout
 from methods import RolloutBatch
@@ -52,17 +54,26 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
                                          r.top_k, seed=seed)
     names = [rw.name for rw in task.rewards]
     rewards = torch.tensor(task.compute_rewards([ex] * len(ro.texts), ro.texts))
-    d = relevance(policy, tok, [ex] * g, ro.response_ids, ro.response_mask, names, "loo",
-                  r.temperature)
+    method = methods.get(config.method.method)
+    if method.reference is None:
+        raise ValueError(f"method {method.name!r} declares no reference method (the one it "
+                         "reduces to); explain compares the two")
+    opts = config.method.options()
+    ctx = PolicyContext({"policy": policy}, tok, [ex] * g, ro.texts, ro.response_ids,
+                        ro.response_mask, rewards, tuple(names),
+                        torch.zeros(g, dtype=torch.long), r.temperature, g, task.spans)
+    passes = {p.name: p.run(ctx, opts) for p in method.passes}
     batch = RolloutBatch(rewards=rewards, reward_names=tuple(names),
                          reward_bounds=tuple((rw.lo, rw.hi) for rw in task.rewards),
                          group=torch.zeros(g, dtype=torch.long), response_mask=ro.response_mask,
-                         relevance=d)
-    opts = config.method.options()
-    rows = {"GDPO": methods.compute("gdpo", batch, opts).scores[response],
-            "MRTPO": methods.compute("mrtpo", batch, opts).scores[response]}
-    for k, name in enumerate(names):
-        rows[f"d[{name}]"] = d[response, k]
+                         passes=passes)
+    rows = {name.upper(): methods.compute(name, batch, opts).scores[response]
+            for name in (method.reference, method.name)}
+    advantage_rows = set(rows)
+    for pass_name, out in passes.items():
+        labels = names if out.shape[1] == len(names) else range(out.shape[1])
+        for k, label in enumerate(labels):
+            rows[f"{pass_name}[{label}]"] = out[response, k]
     length = int(ro.response_mask[response].sum())
     ids = ro.response_ids[response, :length].tolist()
     tokens = tok.batch_decode([[i] for i in ids])
@@ -73,7 +84,7 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     png_path = out_dir / f"{stem}.png"
     html_path.write_text(render_html(tokens, {k: v[:length] for k, v in rows.items()}, info,
                                      ex.id))
-    render_png(tokens, {k: v[:length] for k, v in rows.items()}, png_path)
+    render_png(tokens, {k: v[:length] for k, v in rows.items()}, png_path, advantage_rows)
     return html_path, png_path
 
 
@@ -108,7 +119,10 @@ def render_html(tokens: list[str], rows: dict[str, torch.Tensor], rewards: dict,
     return "".join(parts)
 
 
-def render_png(tokens: list[str], rows: dict[str, torch.Tensor], path: Path) -> None:
+def render_png(tokens: list[str], rows: dict[str, torch.Tensor], path: Path,
+               advantages: set[str] = frozenset()) -> None:
+    """One strip per row: ``advantages`` rows red (negative) to green (positive), the others
+    (distances) white (0) to black."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,8 +135,7 @@ def render_png(tokens: list[str], rows: dict[str, torch.Tensor], path: Path) -> 
     for i, (ax, (name, values)) in enumerate(zip(axes[:, 0], rows.items())):
         v = values.numpy()[None, :]
         scale = float(abs(v).max()) or 1.0
-        # advantages: red (negative) to green (positive); distances: white (0) to black
-        cmap = "RdYlGn" if name in ("GDPO", "MRTPO") else "Greys"
+        cmap = "RdYlGn" if name in advantages else "Greys"
         lo = -scale if cmap == "RdYlGn" else 0.0
         ax.imshow(v, aspect="auto", cmap=cmap, vmin=lo, vmax=scale)
         ax.set_yticks([0], [f"{name}\n(max {scale:.2g})"])

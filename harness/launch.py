@@ -43,15 +43,10 @@ def validate(config: cfg.RunConfig) -> None:
 
     load_plugins(config.plugins)
     get_task(config)
-    method = methods.get(config.method.method)  # unknown names and bad compositions fail here
-    config.method.options()
-    checks.check(config)  # impossible settings, each with its fix
+    methods.get(config.method.method)  # unknown names and bad compositions fail here
+    checks.check(config)  # impossible settings (the method's options too), each with its fix
     # a missing or malformed data file fails here, before workers start (file and line named)
     checks.check(config, load_train(config))
-    missing = set(method.needs) - {"replay", "counterfactual", "teacher"}
-    if missing:
-        raise ValueError(f"method {method.name!r} needs {sorted(missing)} forward passes, "
-                         "which this trainer does not run yet")
 
 
 def pending_seeds(config: cfg.RunConfig, seeds: list[int], force: bool = False) -> list[int]:

@@ -4,7 +4,6 @@ Pure tensor functions; shapes: N responses, T response tokens, V vocabulary.
 """
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -78,36 +77,6 @@ def ppo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.
         token_mean = aggregate(loss_mat, mask, "token-mean")  # for logs, whatever ``agg``
     return loss, {"clip_frac": float(frac), "ratio_mean": float(ratio_mean),
                   "pg_loss": float(token_mean)}
-
-
-def generalised_jsd(student_logits: torch.Tensor, teacher_hidden: torch.Tensor, teacher_head,
-                    temperature: float = 1.0, beta: float = 0.5,
-                    chunk: int = 128) -> torch.Tensor:
-    """OPSD's per-token generalised Jensen-Shannon divergence (Zhao et al. 2026).
-
-    ``m = (1 - beta) p_S + beta p_T``; ``L = beta KL(p_T || m) + (1 - beta) KL(p_S || m)`` over
-    the full vocabulary, logits divided by the rollout temperature. The teacher's logits are
-    made from its hidden states a chunk of tokens at a time (no gradient), so the extra memory
-    is O(N * chunk * V).
-
-    Args:
-        student_logits: [N, T, V] (with gradient). teacher_hidden: [N, T, H].
-        teacher_head: hidden -> logits. beta: 0.5 is the symmetric JSD.
-    Returns: [N, T] per-token divergence.
-    """
-    if not 0.0 < beta < 1.0:
-        raise ValueError(f"OPSD beta must be in (0, 1), got {beta}")
-    out = []
-    for s in range(0, student_logits.shape[1], chunk):
-        ls = torch.log_softmax(student_logits[:, s:s + chunk].float() / temperature, dim=-1)
-        with torch.no_grad():
-            h = teacher_hidden[:, s:s + chunk].to(next(teacher_head.parameters()).device)
-            lt = torch.log_softmax(teacher_head(h).float() / temperature, dim=-1).to(ls.device)
-        lm = torch.logsumexp(torch.stack([ls + math.log(1 - beta), lt + math.log(beta)]), dim=0)
-        kl_t = (lt.exp() * (lt - lm)).sum(dim=-1)
-        kl_s = (ls.exp() * (ls - lm)).sum(dim=-1)
-        out.append(beta * kl_t + (1 - beta) * kl_s)
-    return torch.cat(out, dim=1)
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "low_var_kl") -> torch.Tensor:

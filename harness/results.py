@@ -76,13 +76,19 @@ def run_dir(config: RunConfig) -> Path:
 
 def identity(config: RunConfig) -> dict:
     """The fields of a stored config that must match for its seed to count as this setting."""
+    return identity_of(config.to_dict())
+
+
+def identity_of(data: dict) -> dict:
+    """:func:`identity` of a config as a dict, from the fields it holds: a file written before
+    a field existed (a new method's option, say) keeps the hash it was written with."""
     from harness.config import all_fields
 
     out = {}
-    data = config.to_dict()
     for name, (section, f) in all_fields().items():
-        if f.metadata.get("identity", True) and name not in ("seed",):
-            out[name] = data[section][name] if section else data[name]
+        source = data.get(section, {}) if section else data
+        if f.metadata.get("identity", True) and name != "seed" and name in source:
+            out[name] = source[name]
     out.pop("train_data", None)  # resolved into the folder name instead
     return out
 
@@ -138,9 +144,10 @@ class ResultError(ValueError):
     """A stored result that is corrupt, foreign or from another schema (its path is named)."""
 
 
-def config_hash(config: RunConfig) -> str:
-    """A short hash of the fields that make a result's setting (:func:`identity`)."""
-    blob = json.dumps(identity(config), sort_keys=True, default=str)
+def config_hash(config: RunConfig | dict) -> str:
+    """A short hash of the fields that make a result's setting (:func:`identity_of`)."""
+    data = config if isinstance(config, dict) else config.to_dict()
+    blob = json.dumps(identity_of(data), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -201,7 +208,7 @@ def validate_result(data: Any, path: Path) -> dict:
         config = RunConfig.from_dict(data["config"])
     except (TypeError, ValueError) as exc:
         raise bad(f"its config cannot be read ({exc})") from None
-    if version >= 1 and data["config_hash"] != config_hash(config):
+    if version >= 1 and data["config_hash"] != config_hash(data["config"]):
         raise bad("its config_hash does not match its config (edited by hand?)")
     return data
 

@@ -1,87 +1,114 @@
-"""What a method is: a name, the extra forward passes it needs, and advantages(batch) -> S[N,T]."""
+"""What a method is: a name, its options, the extra passes and loss terms it needs, and
+advantages(batch) -> S[N, T].
+
+A method module (one file under ``methods/``) declares all of it and registers one
+:class:`Method`; the harness runs whatever passes and loss terms a method declares, by the
+pass's name, and never by the method's:
+
+* **options**: a frozen dataclass whose fields carry a help string (each becomes a CLI flag,
+  ``--mrtpo-beta``) and whose ``problems()`` lists what is wrong with its values, with the fix;
+* **passes** (:class:`Pass`): no-gradient forward passes of the policy that sampled the
+  responses, run on each worker before the advantages; ``run(ctx, options)`` returns
+  ``[n_local, C, T]`` and the harness gathers every worker's rows into
+  ``RolloutBatch.passes[pass.name]`` ``[N, C, T]``;
+* **loss terms** (:class:`LossTerm`): a term added to the policy-gradient loss, with a
+  no-gradient ``prepare`` step (e.g. a teacher's hidden states) and a per-token ``loss``;
+* **parts**: the advantage recipe (normaliser, reward weighting, response filter, token
+  allocation), each part a function registered by name in :mod:`methods.compose`.
+
+:class:`PassContext` is what a pass or loss term may ask of the harness: the responses, their
+examples and rewards, and hidden states of a model under chat contexts the method builds.
+"""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
-from methods.batch import RolloutBatch
 from methods.stats import CONVENTIONS, Conventions
 
 
+def option(default: Any, help: str, **kwargs) -> Any:
+    """A method option: a dataclass field with its help text (it becomes a CLI flag)."""
+    return field(default=default, metadata={"help": help, **kwargs})
+
+
 @dataclass(frozen=True)
-class MethodOptions:
-    """Options every method understands (method-specific ones are added by later parts)."""
+class CommonOptions:
+    """Options every method understands."""
 
-    conventions: str = field(
-        default="verl",
-        metadata={"help": "conventions of an upstream, verl | trl: the group-std eps (1e-6 | "
-                          "1e-4), the whitening eps (1e-8 under the rsqrt | 1e-4 on the std) and "
-                          "the default whitening (token | sequence)"},
-    )
-    whiten: Optional[str] = field(
-        default=None,
-        metadata={"help": "batch whitening: token | sequence | none; None = the method's default. "
-                          "The eps stays that of --conventions"},
-    )
+    conventions: str = option(
+        "verl", "conventions of an upstream, verl | trl: the group-std eps (1e-6 | 1e-4), the "
+                "whitening eps (1e-8 under the rsqrt | 1e-4 on the std) and the default "
+                "whitening (token | sequence)")
+    whiten: Optional[str] = option(
+        None, "batch whitening: token | sequence | none; None = the method's default. The eps "
+              "stays that of --conventions")
 
-    dara_variant: str = field(
-        default="asym",
-        metadata={"help": "DARA: asym (boost positive advantages only) | sym (scale them)"},
-    )
-    dara_cap: float = field(default=5.0, metadata={"help": "DARA: upper bound of lambda"})
-    sa_gamma: float = field(
-        default=0.5, metadata={"help": "SA-MRPO: lambda = (1 - saturation)^gamma; 0 is GDPO"})
-    mrtpo_beta: float = field(
-        default=0.5, metadata={"help": "MRTPO: allocation strength beta in w = (1-beta) + "
-                                       "beta*rho; 0 is GDPO"})
-    replay: str = field(
-        default="loo", metadata={"help": "MRTPO replay contexts: loo (with all vs without "
-                                         "reward k's text) | single | joint (one profile)"})
-    shuffle_relevance: bool = field(
-        default=False, metadata={"help": "MRTPO ablation: permute each response's relevance "
-                                         "over its tokens"})
-    replay_chunk: int = field(
-        default=128, metadata={"help": "response tokens per slice of the full-vocabulary "
-                                       "replay distances (memory O(chunk*V))"})
-    cort_clip: float = field(
-        default=2.0, metadata={"help": "CoRT: contrast mapped to [0, c] before the mean-1 "
-                                       "normalisation"})
-    cort_map: str = field(
-        default="clip", metadata={"help": "CoRT: clip (clip(delta, 0, c)) | sigmoid "
-                                          "(c * sigmoid(delta))"})
-    cort_warmup: float = field(
-        default=0.2, metadata={"help": "CoRT: SmoothStep ramp length as a fraction of the "
-                                       "training steps"})
-    opsd_beta: float = field(
-        default=0.5, metadata={"help": "OPSD: generalised JSD mixing weight (0.5 = symmetric)"})
-    opsd_teacher: str = field(
-        default="initial", metadata={"help": "OPSD teacher: initial (the fixed initial policy) "
-                                             "| current (the policy before this update)"})
-    opsd_coef: float = field(
-        default=1.0, metadata={"help": "OPSD: weight of the distillation loss"})
-    gd2po_tau: Optional[float] = field(
-        default=None,
-        metadata={"help": "GD2PO: None = hard filter (drop every conflicting response); a "
-                          "float = soft filter (drop when agreement < tau; 0.8 in the paper)"},
-    )
-
-    def __post_init__(self) -> None:
+    def problems(self) -> list[str]:
+        out = []
         if self.conventions not in CONVENTIONS:
-            raise ValueError(
-                f"unknown conventions {self.conventions!r}; known: {', '.join(CONVENTIONS)}"
-            )
-        if self.opsd_teacher not in ("initial", "current"):
-            raise ValueError(f"unknown OPSD teacher {self.opsd_teacher!r}; known: initial, current")
-        if self.replay not in ("loo", "single", "joint"):
-            raise ValueError(f"unknown replay mode {self.replay!r}; known: loo, single, joint")
+            out.append(f"unknown conventions {self.conventions!r}; use one of "
+                       f"{', '.join(CONVENTIONS)}")
         if self.whiten not in (None, "token", "sequence", "none"):
-            raise ValueError(f"unknown whitening {self.whiten!r}; known: token, sequence, none")
+            out.append(f"unknown whitening {self.whiten!r}; use token, sequence or none")
+        return out
 
-    @property
-    def conv(self) -> Conventions:
-        return CONVENTIONS[self.conventions]
+
+class PassContext(Protocol):
+    """What the harness gives a pass or a loss term (one worker's responses)."""
+
+    examples: Sequence[Any]  # [n] the Example each response answers (tasks.base.Example)
+    texts: Sequence[str]  # [n] the decoded responses
+    response_ids: torch.Tensor  # [n, T] long
+    response_mask: torch.Tensor  # [n, T] {0, 1}
+    rewards: torch.Tensor  # [n, K] float, NaN where absent
+    reward_names: tuple[str, ...]  # K
+    group: torch.Tensor  # [n] long; whole groups are on one worker
+    temperature: float  # the rollout temperature (divides logits)
+    batch_size: int  # responses per forward
+    tokenizer: Any
+    spans: Optional[Callable]  # the task's spans(example, response) -> {name: ranges}, or None
+
+    def hidden(self, contexts: Sequence[list[dict]], rows: Sequence[int],
+               model: str = "policy") -> torch.Tensor:
+        """[len(rows), T, H] final hidden states predicting the responses ``rows`` when
+        response ``rows[i]`` follows chat ``contexts[i]``; ``model``: policy (the one that
+        sampled them) | initial (the policy before training) | current (a plain copy of the
+        policy, updated only after the optimizer's last step)."""
+
+    def head(self, model: str = "policy") -> torch.nn.Module:
+        """The LM head (hidden -> logits) of ``model``."""
+
+
+@dataclass(frozen=True)
+class Pass:
+    """An extra no-gradient forward pass whose output the advantages read by its name."""
+
+    name: str  # key in RolloutBatch.passes
+    help: str
+    run: Callable[[PassContext, Any], torch.Tensor]  # (ctx, options) -> [n, C, T]
+    # (ctx, options, [n, C, T] output) -> per-response diagnostic records (gathered over
+    # workers), and records -> scalar metrics logged per step
+    diagnose: Optional[Callable[[PassContext, Any, torch.Tensor], list]] = None
+    summarise: Optional[Callable[[list], dict]] = None
+    models: Callable[[Any], frozenset] = lambda options: frozenset({"policy"})
+
+
+@dataclass(frozen=True)
+class LossTerm:
+    """A term added to the policy-gradient loss: ``coef(options) * aggregate(loss)``."""
+
+    name: str  # logged per step under this name
+    help: str
+    forward: str  # the extra forward it prepares, as Table 8 names it (e.g. teacher)
+    prepare: Callable[[PassContext, Any], Any]  # (ctx, options) -> data indexable by rows
+    # (student logits [m, T, V] with gradient, prepared[rows], ctx, options) -> [m, T]
+    loss: Callable[[torch.Tensor, Any, PassContext, Any], torch.Tensor]
+    coef: Callable[[Any], float]
+    models: Callable[[Any], frozenset] = lambda options: frozenset({"policy"})
 
 
 @dataclass(frozen=True)
@@ -90,20 +117,22 @@ class AdvantageOutput:
     metrics: dict = field(default_factory=dict)  # scalar diagnostics to log per step
 
 
+PART_KINDS = ("normaliser", "weighting", "filter", "allocation")
+
+
 @dataclass(frozen=True)
 class Parts:
     """A method as a composition of parts; None = not set by this preset (defaults apply)."""
 
-    normaliser: Optional[str] = None  # grpo | gdpo (default gdpo)
-    weighting: Optional[str] = None  # saw | dara | dvao | sa-mrpo
-    filter: Optional[str] = None  # gd2po
-    allocation: Optional[str] = None  # token allocation: uniform (default) | mrtpo | cort
-    extra_loss: Optional[str] = None  # opsd; alone (no normaliser named) it has no reward term
+    normaliser: Optional[str] = None  # a registered normaliser (default gdpo)
+    weighting: Optional[str] = None  # a registered reward weighting
+    filter: Optional[str] = None  # a registered response filter
+    allocation: Optional[str] = None  # a registered token allocation (default uniform)
 
     def merge(self, other: "Parts", names: tuple[str, str]) -> "Parts":
         """Combine two presets; both setting the same kind of part is an error."""
         out = {}
-        for kind in ("normaliser", "weighting", "filter", "allocation", "extra_loss"):
+        for kind in PART_KINDS:
             a, b = getattr(self, kind), getattr(other, kind)
             if a is not None and b is not None and a != b:
                 raise ValueError(f"{names[0]!r} and {names[1]!r} both set the {kind} "
@@ -114,15 +143,81 @@ class Parts:
 
 @dataclass(frozen=True)
 class Method:
-    """A registered advantage strategy: a preset of parts."""
+    """A registered advantage strategy: a preset of parts with its passes and loss terms."""
 
     name: str
     help: str
     source: str  # where the formula was read (paper / code)
-    parts: Parts
-    needs: tuple[str, ...] = ()  # extra forward passes: replay | counterfactual | teacher
+    parts: Parts = Parts()
+    options: tuple[type, ...] = ()  # its option dataclasses (CommonOptions is always there)
+    passes: tuple[Pass, ...] = ()
+    loss_terms: tuple[LossTerm, ...] = ()
+    # the loss is the loss terms alone, no policy-gradient term (OPSD as published)
+    pg_term: bool = True
+    # the method it reduces to with its own part switched off (explain's comparison)
+    reference: Optional[str] = None
 
-    def compute(self, batch: RolloutBatch, options: MethodOptions) -> AdvantageOutput:
-        from methods.compose import compute
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """Names of the extra forward passes and loss terms (Table 8's "extra passes")."""
+        return tuple(p.name for p in self.passes) + tuple(t.forward for t in self.loss_terms)
 
-        return compute(self.parts, batch, options)
+    def models(self, options) -> frozenset:
+        """Models its passes and loss terms read: policy | initial | current."""
+        out: frozenset = frozenset()
+        for item in self.passes + self.loss_terms:
+            out |= item.models(options)
+        return out
+
+    def problems(self, options) -> list[str]:
+        """What is wrong with ``options`` (any object with the option fields) for this
+        method, each with its fix."""
+        out = []
+        for cls in (CommonOptions,) + self.options:
+            values = {f.name: getattr(options, f.name) for f in dataclasses.fields(cls)}
+            out += cls(**values).problems()
+        return out
+
+
+
+def option_fields(classes: Sequence[type]) -> list[dataclasses.Field]:
+    """The fields of these option classes, each name once; a name declared twice must have
+    the same default (it is one flag)."""
+    seen: dict[str, dataclasses.Field] = {}
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            if f.name in seen:
+                if seen[f.name].default != f.default:
+                    raise ValueError(f"method option {f.name!r} is declared twice with "
+                                     f"different defaults ({seen[f.name].default!r} vs "
+                                     f"{f.default!r})")
+                continue
+            seen[f.name] = f
+    return list(seen.values())
+
+
+def make_options_class(name: str, module: str, classes: Sequence[type],
+                       extra: Sequence[tuple] = ()) -> type:
+    """A frozen dataclass with every field of ``classes`` (and ``extra`` field specs first):
+    the options of every registered method in one object, as runs and flags carry them.
+    ``module``: where it is bound under ``name`` (so that pickling finds it)."""
+    specs = list(extra)
+    for f in option_fields(classes):
+        specs.append((f.name, f.type, field(default=f.default, metadata=f.metadata)))
+    cls = dataclasses.make_dataclass(name, specs, frozen=True)
+    cls.__module__, cls.__qualname__ = module, name
+
+    def conv(self) -> Conventions:
+        return CONVENTIONS[self.conventions]
+
+    cls.conv = property(conv)
+    return cls
+
+
+def values_of(options, cls: type) -> Any:
+    """An instance of option class ``cls`` with the values ``options`` carries."""
+    return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)})
+
+
+__all__ = ["AdvantageOutput", "CommonOptions", "LossTerm", "Method", "Parts", "Pass",
+           "PassContext", "make_options_class", "option", "option_fields", "values_of"]

@@ -1,12 +1,13 @@
 """The RolloutBatch contract: everything an advantage strategy may read.
 
 The trainer builds one RolloutBatch per step and hands it to the method; a method never asks
-the trainer for anything else, so the trainer never special-cases a method by name.
+the trainer for anything else, so the trainer never special-cases a method by name. The
+outputs of a method's extra passes arrive in ``passes``, keyed by the pass's name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping
 
 import torch
 
@@ -23,13 +24,10 @@ class RolloutBatch:
     reward_bounds: tuple[tuple[float, float], ...]  # K declared (lo, hi) bounds
     group: torch.Tensor  # [N] long; responses with the same value answer the same prompt
     response_mask: torch.Tensor  # [N, T] {0,1}; 1 on valid response tokens
-    reward_weights: Optional[torch.Tensor] = None  # [K] fixed weights w_k; None means all 1
-    relevance: Optional[torch.Tensor] = None  # [N, K, T] per-reward token relevance (replay)
-    teacher_logprobs: Optional[torch.Tensor] = None  # [N, T] teacher log-probs (distillation)
-    contrast: Optional[torch.Tensor] = None  # [N, T] CoRT: log pi(y|x) - log pi(y|x_free)
+    # pass name -> [N, C, T] outputs of the method's extra passes (methods.base.Pass)
+    passes: Mapping[str, torch.Tensor] = field(default_factory=dict)
     step: int = 0  # current training step, for schedules
     total_steps: int = 1
-    extras: dict = field(default_factory=dict)  # free-form, for methods' own diagnostics
 
     def __post_init__(self) -> None:
         n, k = self.rewards.shape
@@ -44,15 +42,24 @@ class RolloutBatch:
             raise ValueError(
                 f"response_mask must have {n} rows, got {tuple(self.response_mask.shape)}"
             )
-        if self.reward_weights is not None and self.reward_weights.shape != (k,):
-            raise ValueError(f"reward_weights must have shape [{k}]")
+        for name, value in self.passes.items():
+            if value.dim() != 3 or value.shape[0] != n:
+                raise ValueError(f"pass {name!r} must be [N={n}, C, T], got "
+                                 f"{tuple(value.shape)}")
+
+    def lo_hi(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """[K] lower and [K] upper declared bounds of the rewards (float64)."""
+        b = torch.tensor(self.reward_bounds, dtype=torch.float64)
+        return b[:, 0], b[:, 1]
 
     @property
     def num_rewards(self) -> int:
         return self.rewards.shape[1]
 
-    def weights(self) -> torch.Tensor:
-        """[K] the fixed reward weights w_k (all 1 unless the task says otherwise)."""
-        if self.reward_weights is None:
-            return torch.ones(self.num_rewards, dtype=self.rewards.dtype)
-        return self.reward_weights.to(self.rewards.dtype)
+    def pass_output(self, name: str, method: str) -> torch.Tensor:
+        """[N, C, T] output of pass ``name``; a clear error when the trainer did not run it."""
+        if name not in self.passes:
+            raise ValueError(f"{method} needs the output of the {name!r} pass "
+                             f"(RolloutBatch.passes[{name!r}]); the trainer runs the passes "
+                             "a method declares")
+        return self.passes[name]

@@ -140,3 +140,30 @@ def groups_with_signal(rewards: torch.Tensor, group: torch.Tensor) -> float:
                 hits += 1
                 break
     return hits / ids.numel()
+
+
+def nan_std(x: torch.Tensor, unbiased: bool) -> torch.Tensor:
+    """Column std of [M, K] ignoring NaN; NaN where fewer than 1 (+1 if unbiased) values."""
+    valid = ~torch.isnan(x)
+    n = valid.sum(dim=0).to(torch.float64)
+    x0 = torch.where(valid, x, torch.zeros_like(x)).to(torch.float64)
+    mean = x0.sum(dim=0) / n.clamp(min=1)
+    dev = torch.where(valid, x0 - mean, torch.zeros_like(x0))
+    denom = (n - 1) if unbiased else n
+    var = (dev * dev).sum(dim=0) / denom.clamp(min=1)
+    std = var.sqrt()
+    return torch.where(n > (1 if unbiased else 0), std, torch.full_like(std, float("nan")))
+
+
+def nan_mean(x: torch.Tensor) -> torch.Tensor:
+    """Column mean of [M, K] ignoring NaN (float64); NaN where a column has no value."""
+    valid = ~torch.isnan(x)
+    n = valid.sum(dim=0).to(torch.float64)
+    total = torch.where(valid, x, torch.zeros_like(x)).to(torch.float64).sum(dim=0)
+    return torch.where(n > 0, total / n.clamp(min=1), torch.full_like(total, float("nan")))
+
+
+def group_index(group: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """([N] dense group index 0..G-1, G) of [N] group ids."""
+    _, gidx = torch.unique(group, return_inverse=True)
+    return gidx, int(gidx.max()) + 1 if gidx.numel() else 0

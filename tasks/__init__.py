@@ -6,11 +6,8 @@
 """
 from __future__ import annotations
 
-from common.registry import Registry
 from tasks.base import Example, Reward, Task, TrainSet, VerifierInfo
-
-TASKS: Registry[Task] = Registry("task")
-TRAIN_SETS: Registry[TrainSet] = Registry("training set")
+from tasks.registry import TASKS, TRAIN_SETS
 
 # Families register themselves on import; keep this list explicit so a missing family is an
 # ImportError, not a silently shorter registry.

@@ -21,7 +21,7 @@ def test_the_presets_that_run_here_have_no_problems():
     ({"group_size": 1, "method": "gdpo"}, "--group-size 2 or more"),
     ({"group_size": 1, "method": "mrtpo+saw"}, "a group of 1 response has no spread"),
     ({"mrtpo_beta": 1.5, "method": "mrtpo"}, "mrtpo_beta is 1.5, outside [0, 1]"),
-    ({"mrtpo_beta": -0.1}, "--mrtpo-beta within it"),
+    ({"mrtpo_beta": -0.1, "method": "mrtpo+saw"}, "--mrtpo-beta within it"),
     ({"prompts_per_step": 3, "workers": 2}, "use --prompts-per-step 4 or --workers"),
     ({"ppo_mini_batches": 3}, "cannot be split into 3 equal mini-batches"),
     ({"loss_agg": "sum"}, "unknown loss_agg 'sum'"),
@@ -30,9 +30,11 @@ def test_the_presets_that_run_here_have_no_problems():
     ({"temperature": 0.0}, "positive --temperature"),
     ({"zero_stage": 4}, "use 0, 1, 2 or 3"),
     ({"dtype": "int8"}, "unknown dtype 'int8'"),
-    ({"opsd_beta": 2.0}, "opsd_beta is 2.0"),
-    ({"gd2po_tau": 1.5}, "gd2po_tau is 1.5"),
-    ({"replay_chunk": 0}, "replay_chunk is 0"),
+    ({"opsd_beta": 2.0, "method": "opsd"}, "opsd_beta is 2.0"),
+    ({"gd2po_tau": 1.5, "method": "saw+gd2po"}, "gd2po_tau is 1.5"),
+    ({"replay_chunk": 0, "method": "mrtpo"}, "replay_chunk is 0"),
+    # the loss needs both distributions in the mixture: the same rule as the options object's
+    ({"opsd_beta": 1.0, "method": "opsd+grpo"}, "opsd_beta is 1.0, outside (0, 1)"),
 ])
 def test_each_impossible_setting_is_named_with_its_fix(overrides, expected):
     found = problems(**overrides)

@@ -6,7 +6,7 @@ from harness.results import atomic_write_json, make_record, result_path
 
 
 def test_explain_writes_html_and_png(tmp_path, capsys):
-    config = resolve("smoke", {"model": "tiny-random", "results_dir": str(tmp_path),
+    config = resolve("smoke", {"model": "tiny-random", "results_dir": str(tmp_path), "method": "mrtpo",
                                "max_response_tokens": 6, "group_size": 3})
     run = result_path(config)
     atomic_write_json(run, make_record(config, {}, train={}, wall_seconds=0.0))
@@ -15,7 +15,7 @@ def test_explain_writes_html_and_png(tmp_path, capsys):
                      "--output", str(out)]) == 0
     page = next(out.glob("*.html")).read_text()
     assert page.startswith("<!doctype html>") and "<script" not in page  # self-contained
-    for row in ("GDPO", "MRTPO", "d[format]", "d[correctness]"):
+    for row in ("GDPO", "MRTPO", "replay[format]", "replay[correctness]"):
         assert row in page
     assert page.count("class='tok'") >= 4 * 1  # every row shows the response's tokens
     png = next(out.glob("*.png")).read_bytes()

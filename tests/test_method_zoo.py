@@ -37,11 +37,12 @@ def make(rewards=R, group=GROUP, lengths=None, bounds=BOUNDS, width=None, releva
     contrast = torch.randn(n, width, generator=torch.Generator().manual_seed(n)) * mask
     return RolloutBatch(rewards=r, reward_names=tuple(f"r{i}" for i in range(k)),
                         reward_bounds=bounds, group=torch.tensor(group), response_mask=mask,
-                        relevance=relevance, contrast=contrast, step=3, total_steps=10)
+                        passes={"replay": relevance, "counterfactual": contrast[:, None, :]},
+                        step=3, total_steps=10)
 
 
 def first_token(name, **options):
-    return methods.compute(name, make(), methods.MethodOptions(**options))
+    return methods.compute(name, make(), methods.options(**options))
 
 
 def close(out, expected):
@@ -152,7 +153,7 @@ class _AllOnes:
         self.asymmetric = asymmetric
 
     def __call__(self, batch, adv, options):
-        from methods.weighting import Weights
+        from methods.compose import Weights
 
         return Weights(torch.ones(batch.num_rewards), asymmetric=self.asymmetric)
 
@@ -162,10 +163,10 @@ class _AllOnes:
 def test_all_lambda_one_weightings_equal_gdpo(b):
     from methods import compose
     from methods.base import Parts
-    from methods.weighting import WEIGHTINGS
+    from methods.compose import WEIGHTINGS
 
     gdpo = methods.advantages("gdpo", b)
-    opts = methods.MethodOptions()
+    opts = methods.options()
     for asym in (False, True):
         WEIGHTINGS._entries["_ones"] = _AllOnes(asym)
         try:
@@ -194,8 +195,9 @@ def test_every_method_is_permutation_equivariant(b, rnd):
     p = torch.tensor(perm)
     pb = RolloutBatch(rewards=b.rewards[p], reward_names=b.reward_names,
                       reward_bounds=b.reward_bounds, group=b.group[p],
-                      response_mask=b.response_mask[p], relevance=b.relevance[p],
-                      contrast=b.contrast[p], step=b.step, total_steps=b.total_steps)
+                      response_mask=b.response_mask[p],
+                      passes={k: v[p] for k, v in b.passes.items()}, step=b.step,
+                      total_steps=b.total_steps)
     for name in methods.METHODS.names():
         assert torch.allclose(methods.advantages(name, pb), methods.advantages(name, b)[p],
                               atol=1e-5), name

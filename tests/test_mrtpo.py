@@ -6,9 +6,23 @@ import torch
 from scipy.spatial.distance import jensenshannon
 
 import methods
-from harness.replay import js_distance, js_from_logprobs, relevance, replay_messages
-from methods import RolloutBatch
-from methods.compose import mrtpo_token_weights
+from harness.replay import PolicyContext
+from methods import RolloutBatch, cort, mrtpo
+from methods.contexts import replay_messages
+from methods.mrtpo import mrtpo_token_weights
+from methods.tokens import js_distance, js_from_logprobs
+
+
+def relevance(model, tokenizer, examples, ids, mask, names, mode="loo"):
+    """MRTPO's replay pass on responses scored by one model."""
+    ctx = PolicyContext.of(model, tokenizer, examples, ids, mask, names)
+    return mrtpo.relevance(ctx, methods.options(replay=mode))
+
+
+def contrast(model, tokenizer, examples, ids, mask):
+    """CoRT's contrast pass, [N, T]."""
+    ctx = PolicyContext.of(model, tokenizer, examples, ids, mask, ())
+    return cort.contrast(ctx, methods.options())[:, 0]
 
 
 def test_js_distance_matches_scipy():
@@ -59,7 +73,8 @@ def _batch(relevance, lengths=(2, 2)):
     mask = _mask(list(lengths), max(lengths))
     return RolloutBatch(rewards=torch.tensor([[1.0, 3.0], [0.0, -3.0]]), reward_names=("a", "b"),
                         reward_bounds=((0.0, 1.0), (-3.0, 3.0)), group=torch.tensor([0, 0]),
-                        response_mask=mask, relevance=relevance)
+                        response_mask=mask,
+                        passes={} if relevance is None else {"replay": relevance})
 
 
 def test_mrtpo_hand_computed():
@@ -86,7 +101,7 @@ def test_beta_zero_is_gdpo_exactly_and_mrtpo_composes():
     assert methods.get("mrtpo+saw").needs == ("replay",)
     with pytest.raises(ValueError, match="compose it with gdpo"):
         methods.advantages("grpo+mrtpo", b)
-    with pytest.raises(ValueError, match="needs the replay relevance"):
+    with pytest.raises(ValueError, match="needs the output of the 'replay' pass"):
         methods.advantages("mrtpo", _batch(None))
 
 
@@ -176,7 +191,7 @@ def test_planted_signal_copied_token_is_most_relevant():
 
 # --- CoRT ----------------------------------------------------------------------------------
 def test_cort_weights_hand_computed():
-    from methods.compose import cort_token_weights, smoothstep
+    from methods.cort import cort_token_weights, smoothstep
 
     delta = torch.tensor([[0.5, -1.0, 3.0, 0.7], [-0.2, -0.1, 0.0, 0.0]])
     mask = _mask([3, 4], 4)
@@ -193,8 +208,8 @@ def test_cort_weights_hand_computed():
 def test_cort_is_grpo_times_token_weights():
     b = RolloutBatch(rewards=torch.tensor([[1.0, 3.0], [0.0, -3.0]]), reward_names=("a", "b"),
                      reward_bounds=((0.0, 1.0), (-3.0, 3.0)), group=torch.tensor([0, 0]),
-                     response_mask=_mask([2, 2], 2), contrast=torch.tensor([[1.0, 0.0],
-                                                                            [0.5, 0.5]]),
+                     response_mask=_mask([2, 2], 2),
+                     passes={"counterfactual": torch.tensor([[[1.0, 0.0]], [[0.5, 0.5]]])},
                      step=10, total_steps=10)
     grpo = methods.advantages("grpo", b)
     cort = methods.advantages("cort", b)
@@ -207,7 +222,6 @@ def test_cort_is_grpo_times_token_weights():
 
 def test_contrast_is_zero_when_no_text_is_removed(tokenizer):
     from harness.models import load_model
-    from harness.replay import contrast
     from tasks.base import Example, VerifierInfo
 
     model = load_model("tiny-random")
@@ -224,7 +238,7 @@ def test_contrast_is_zero_when_no_text_is_removed(tokenizer):
 
 # --- OPSD ----------------------------------------------------------------------------------
 def test_generalised_jsd_zero_for_identical_contexts_and_symmetric_formula():
-    from harness.loss import generalised_jsd
+    from methods.opsd import generalised_jsd
 
     g = torch.Generator().manual_seed(4)
     head = torch.nn.Linear(8, 30, bias=False)
@@ -244,20 +258,21 @@ def test_opsd_alone_has_no_reward_term_and_composes_with_grpo():
     assert torch.all(methods.advantages("opsd", b) == 0)
     assert torch.equal(methods.advantages("opsd+grpo", b), methods.advantages("grpo", b))
     assert methods.get("opsd+grpo").needs == ("teacher",)
-    with pytest.raises(ValueError, match="no reward term"):
-        methods.advantages("opsd+saw", b)
+    # any method with a reward term keeps it: opsd+saw is SAW's advantages plus distillation
+    assert torch.equal(methods.advantages("opsd+saw", b), methods.advantages("saw", b))
+    assert methods.get("opsd+saw").loss_terms == methods.get("opsd").loss_terms
 
 
 # --- diagnostics ---------------------------------------------------------------------------
 def test_diagnostics_on_a_planted_profile(tokenizer):
-    from harness.diagnostics import batch_records, summarise
+    from methods.diagnostics import batch_records, summarise
     from tasks import TASKS
     from tasks.base import Example
 
     text = '<think> call it </think>\n<tool_call>\n{"name": "f", "parameters": {}}\n</tool_call>'
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     t = len(ids)
-    from harness.diagnostics import token_char_spans, token_mask
+    from methods.diagnostics import token_char_spans, token_mask
     from tasks.tools.spans import spans
 
     joined, ranges = token_char_spans(tokenizer, ids)

@@ -33,7 +33,7 @@ def test_mask_lets_each_response_see_the_prompt_and_itself_only():
 
 def test_packed_logprobs_and_gradients_equal_unpacked():
     from harness.models import load_model
-    from harness.trainer import sequence_logprobs
+    from harness.train.logprobs import sequence_logprobs
 
     model = load_model("tiny-random", seed=1)
     ro = _rollout()

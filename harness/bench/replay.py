@@ -1,6 +1,6 @@
 """``bench replay``: what MRTPO's replay costs, in time and in memory.
 
-- **Time**: the leave-one-out replay of one group (``harness.replay.relevance``, K + 1 context
+- **Time**: the leave-one-out replay of one group (the replay pass of MRTPO, K + 1 context
   passes and K distance passes) against one no-grad forward of the same batch (the prompt as
   the policy saw it + the responses, with the response tokens' log-probabilities), at several
   K. The floor is K + 1 forwards; ``ratio / (K + 1)`` is what the replay costs above it.
@@ -25,6 +25,7 @@ import time
 from contextlib import contextmanager
 
 QWEN_VOCAB = 151936
+METHOD = "mrtpo"  # the method whose extra passes are timed (a bench preset)
 
 
 def replay_example(k: int):
@@ -82,7 +83,9 @@ def _memory_one(responses: int, tokens: int, k: int, chunk: int) -> dict:
     import torch
 
     from harness.models import load_tokenizer, tiny_random_config
-    from harness.replay import js_distance, replay_messages, response_hidden
+    from harness.replay import response_hidden
+    from methods.contexts import replay_messages
+    from methods.tokens import js_distance
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
@@ -108,12 +111,19 @@ def time_replay(model, tok, k: int, responses: int, tokens: int, repeats: int) -
     """Median seconds of one no-grad forward and of the leave-one-out replay at this K."""
     import torch
 
-    from harness.replay import _base_and_head, relevance, response_hidden, token_logprobs_from_hidden
+    import methods
+    from harness.replay import PolicyContext, base_and_head, response_hidden
+    from methods.tokens import token_logprobs_from_hidden
 
     ex = replay_example(k)
     ids, mask = response_tokens(responses, tokens, len(tok))
-    rewards = [info.reward for info in ex.verifier_info]
-    _, head = _base_and_head(model)
+    rewards = tuple(info.reward for info in ex.verifier_info)
+    _, head = base_and_head(model)
+    method = methods.get(METHOD)
+    opts = methods.options(replay="loo")
+    ctx = PolicyContext({"policy": model}, tok, [ex] * responses, [""] * responses, ids, mask,
+                        torch.zeros(responses, len(rewards)), rewards,
+                        torch.zeros(responses, dtype=torch.long), batch_size=8)
 
     def forward():
         with torch.no_grad():
@@ -121,7 +131,8 @@ def time_replay(model, tok, k: int, responses: int, tokens: int, repeats: int) -
             token_logprobs_from_hidden(h, ids, head)
 
     def replay():
-        relevance(model, tok, [ex] * responses, ids, mask, rewards, mode="loo")
+        for p in method.passes:
+            p.run(ctx, opts)
 
     times: dict[str, list[float]] = {"forward": [], "replay": []}
     forward()  # warm-up: the first pass pays the allocator's growth

@@ -16,7 +16,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
     import torch
 
     from harness.bench import report
-    from harness.cli import overrides_from
+    from harness.flags import overrides_from
     from harness.config import resolve
     from harness.console import quiet
     from harness.data import load_train
@@ -83,7 +83,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
 
 
 def add_parser(which) -> None:
-    from harness.cli import add_config_flags
+    from harness.flags import add_config_flags
 
     p = which.add_parser("rollout", help="generated tokens/s of HF generate (and vLLM with "
                                          "--engine vllm) vs batch size")

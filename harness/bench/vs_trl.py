@@ -97,7 +97,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
 
     from harness import engine as eng
     from harness.bench import report
-    from harness.cli import overrides_from
+    from harness.flags import overrides_from
     from harness.config import resolve
     from harness.console import quiet
     from harness.data import PromptSampler, load_train
@@ -149,7 +149,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
 
 
 def add_parser(which) -> None:
-    from harness.cli import add_config_flags
+    from harness.flags import add_config_flags
 
     p = which.add_parser("vs-trl", help="the same GRPO step here and in TRL's GRPOTrainer "
                                         "(needs the bench extra)")

@@ -1,13 +1,50 @@
 """Rollout engines: turn Examples into sampled responses (token ids + masks + text).
 
-``hf``: transformers ``generate`` on a plain copy of the policy (CPU or one GPU). ``vllm``: a
-vLLM engine colocated in each Ray Train worker (GPU), sleeping while the policy trains. Both
-take the gathered policy weights through ``load_weights`` after every update and return the
-same ``Rollout``.
+Every engine follows ``RolloutEngine`` (base.py) and is registered in ``ENGINES`` by name with
+its builder; the trainer builds the one ``--engine`` names and knows none of them. ``hf``:
+transformers ``generate`` on a plain copy of the policy (CPU or one GPU). ``vllm``: a vLLM
+engine colocated in each Ray Train worker (GPU), sleeping while the policy trains.
 """
-from harness.rollouts.base import (Rollout, left_pad, render_prompt, response_mask_from_ids,
-                                   with_response)
+from dataclasses import dataclass
+from typing import Callable
+
+from common.registry import Registry
+from harness.rollouts.base import (Rollout, RolloutEngine, left_pad, render_prompt,
+                                   response_mask_from_ids, with_response)
 from harness.rollouts.hf import HFRollout, copy_weights
 
-__all__ = ["HFRollout", "Rollout", "copy_weights", "left_pad", "render_prompt",
-           "response_mask_from_ids", "with_response"]
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """``build(config, source, tokenizer, plain)``: the engine; ``plain()`` loads a plain HF
+    copy of the policy (called only by engines that sample with one)."""
+
+    build: Callable
+    help: str
+
+
+ENGINES: Registry[EngineEntry] = Registry("rollout engine")
+
+
+def _hf(config, source, tokenizer, plain):
+    from harness import engine as eng
+
+    return HFRollout(plain(), tokenizer, eng.device(config.training.use_gpu))
+
+
+def _vllm(config, source, tokenizer, plain):
+    from harness.rollouts.vllm import VLLMRollout
+
+    r = config.rollout
+    return VLLMRollout.build(
+        source, tokenizer, config.seed, config.model.dtype,
+        r.max_prompt_tokens + max(r.max_response_tokens, r.eval_max_response_tokens),
+        r.vllm_gpu_memory, r.vllm_sync_bucket_mb, sleep_level=r.vllm_sleep_level,
+        check_every=r.vllm_check_every, tolerance=r.vllm_sync_tolerance)
+
+
+ENGINES.add("hf", EngineEntry(_hf, "transformers generate on a plain copy of the policy"))
+ENGINES.add("vllm", EngineEntry(_vllm, "a vLLM engine colocated on each worker's GPU"))
+
+__all__ = ["ENGINES", "EngineEntry", "HFRollout", "Rollout", "RolloutEngine", "copy_weights",
+           "left_pad", "render_prompt", "response_mask_from_ids", "with_response"]

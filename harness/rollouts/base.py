@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 import torch
 
@@ -19,6 +19,34 @@ class Rollout:
     response_mask: torch.Tensor  # [N, T] {0,1}: tokens up to and including the first EOS
     texts: list[str]  # N decoded responses (special tokens dropped)
     example_index: list[int]  # N: which input example each row answers
+
+
+class RolloutEngine(Protocol):
+    """What the trainer asks of a rollout engine. Optional abilities are declared in
+    ``capabilities``, never probed: ``"sleep"`` (``sleep()`` frees the device between
+    generations; the next ``sync`` wakes it)."""
+
+    capabilities: frozenset
+    # a plain HF copy of the policy that the engine keeps in sync (the HF engine samples with
+    # it), or None; methods may read it as the "current" model
+    plain_model: Optional[object]
+
+    def encode(self, examples: Sequence[Example]) -> list[list[int]]:
+        """Each example's prompt token ids, as the engine renders it."""
+
+    def generate(self, examples: Sequence[Example], n: int, max_new_tokens: int,
+                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                 seed: Optional[int] = None) -> "Rollout":
+        """``n`` sampled responses per example."""
+
+    def generate_eval(self, examples: Sequence[Example], max_new_tokens: int,
+                      batch_size: int = 16, progress: Optional[Callable] = None) -> list[str]:
+        """One greedy response per example."""
+
+    def sync(self, policy) -> dict:
+        """Load the policy's weights (a DeepSpeed engine, possibly ZeRO-3-partitioned);
+        metrics of the sync (``param_update_norm``: the update's L2 norm, NaN where the engine
+        cannot measure it)."""
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:

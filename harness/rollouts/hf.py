@@ -24,10 +24,14 @@ def copy_weights(model, named_tensors) -> float:
 
 
 class HFRollout:
-    """transformers ``generate`` on CPU (or a single GPU), batched."""
+    """transformers ``generate`` on CPU (or a single GPU), batched, on a plain copy of the
+    policy (``plain_model``) that ``sync`` keeps equal to the trained weights."""
+
+    capabilities = frozenset()
 
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
         self.model = model.eval()
+        self.plain_model = self.model
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.eos_ids = eos_token_ids(model.generation_config.eos_token_id, tokenizer)
@@ -44,6 +48,12 @@ class HFRollout:
         """Copy ``(name, tensor)`` pairs into the rollout model (weight sync); the L2 norm of
         the change, i.e. of the last optimizer update."""
         return copy_weights(self.model, named_tensors)
+
+    def sync(self, policy) -> dict:
+        from harness.engine import gathered_parameters
+
+        with gathered_parameters(policy.module) as named:
+            return {"param_update_norm": copy_weights(self.model, named)}
 
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
         return encode_prompts(self.tokenizer, examples)

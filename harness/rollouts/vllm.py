@@ -205,8 +205,17 @@ def to_rollout(prompt_ids: list[list[int]], completions: list[list[list[int]]], 
 
 # --- the engine ----------------------------------------------------------------------------
 
+# the fixed text whose token log-probs the engine and the policy must agree on after a sync
+PROBE_TEXT = ("A weight sync is checked on a fixed text: the rollout engine and the policy score "
+              "these tokens, and their log-probabilities must agree. " * 8)
+
+
 class VLLMRollout:
-    """``HFRollout``'s interface over a colocated ``vllm.LLM``."""
+    """The rollout-engine protocol (``harness.rollouts.base.RolloutEngine``) over a colocated
+    ``vllm.LLM``."""
+
+    capabilities = frozenset({"sleep"})
+    plain_model = None
 
     def __init__(self, llm, tokenizer, eos_ids: Sequence[int], sync_bucket_bytes: int,
                  dtype: torch.dtype, device: str = "cuda", sampling_params=None,
@@ -228,11 +237,16 @@ class VLLMRollout:
         self.awake = True
         self.last_sync = SyncRecord()
         self._syncing = False  # between begin_sync and end_sync
+        self.check_every, self.tolerance = 1, 0.05  # the log-prob check after syncs
+        self.synced = 0  # syncs so far
+        self.last_gap = float("nan")  # the latest check's mean |log-prob difference|
+        self.probe = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"][:256]
 
     @classmethod
     def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
               gpu_memory_utilization: float, sync_bucket_mb: int, colocated: bool = True,
-              sleep_level: int = 1) -> "VLLMRollout":
+              sleep_level: int = 1, check_every: int = 1, tolerance: float = 0.05
+              ) -> "VLLMRollout":
         """``colocated``: inside a training worker (its torch.distributed group, its GPU);
         off: a stand-alone engine (``bench rollout``)."""
         problem = version_problem(installed_version())
@@ -257,8 +271,11 @@ class VLLMRollout:
             eos = GenerationConfig.from_pretrained(source).eos_token_id
         except OSError:
             eos = None
-        return cls(llm, tokenizer, eos_token_ids(eos, tokenizer), sync_bucket_mb << 20, getattr(torch, dtype),
-                   "cuda", SamplingParams, TokensPrompt, max_model_len, sleep_level)
+        engine = cls(llm, tokenizer, eos_token_ids(eos, tokenizer), sync_bucket_mb << 20,
+                     getattr(torch, dtype), "cuda", SamplingParams, TokensPrompt, max_model_len,
+                     sleep_level)
+        engine.check_every, engine.tolerance = check_every, tolerance
+        return engine
 
     # --- generation (same contract as HFRollout) -------------------------------------------
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
@@ -358,6 +375,24 @@ class VLLMRollout:
             self.awake = True
         self.llm.reset_prefix_cache()
 
+    def sync(self, policy) -> dict:
+        """Load the policy's weights gathered from ZeRO-3 bucket by bucket, then (every
+        ``check_every``-th sync, the first always) compare the engine's log-probs of the probe
+        text with the policy's: a gap above ``tolerance`` stops the run."""
+        from harness.engine import gathered_parameters
+
+        self.begin_sync()
+        for group in buckets(policy.module.named_parameters(), self.sync_bucket_bytes):
+            with gathered_parameters(policy.module, group) as named:
+                self.load_weights(named)
+        self.end_sync()
+        self.synced += 1
+        if self.check_every and (self.synced - 1) % self.check_every == 0:
+            self.last_gap = check_gap(policy_logprobs(policy, self.probe),
+                                      self.prompt_logprobs(self.probe), self.tolerance,
+                                      f"after sync {self.synced}")
+        return {"param_update_norm": float("nan"), "vllm/sync_logprob_gap": self.last_gap}
+
     def prompt_logprobs(self, ids: Sequence[int]) -> torch.Tensor:
         """[len(ids) - 1] the engine's log-probs of ids[1:] given their prefixes (raw logits,
         temperature 1)."""
@@ -368,3 +403,13 @@ class VLLMRollout:
                                 use_tqdm=False)[0]
         return torch.tensor([pos[tok].logprob for pos, tok in zip(out.prompt_logprobs[1:],
                                                                    ids[1:])])
+
+
+@torch.no_grad()
+def policy_logprobs(policy, ids: Sequence[int]) -> torch.Tensor:
+    """[len(ids) - 1] the training engine's log-probs of ids[1:] (temperature 1, as vLLM's
+    prompt log-probs); a forward of every rank together under ZeRO-3."""
+    device = next(policy.module.parameters()).device
+    t = torch.tensor([list(ids)], device=device)
+    logits = policy.module(input_ids=t).logits[0, :-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(1, t[0, 1:, None])[:, 0].cpu()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from tasks import TASKS, TRAIN_SETS
+from tasks.registry import TASKS, TRAIN_SETS
 from tasks.base import Example, Reward, Task, TrainSet
 from tasks.instruct import advancedif, data, evaluate, muldimif, spans
 from tasks.instruct.advancedif import JudgeOptions

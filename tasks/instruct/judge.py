@@ -160,10 +160,11 @@ class LocalJudge:
     """A local Hugging Face chat model as the judge (greedy decoding)."""
 
     def __init__(self, model: str, max_tokens: int = 2048) -> None:
-        from harness.models import load_model, load_tokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.tokenizer = load_tokenizer(model)
-        self.model = load_model(model)
+        # a folder (make_judge checks): nothing is downloaded
+        self.tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+        self.model = AutoModelForCausalLM.from_pretrained(model, local_files_only=True).eval()
         self.max_tokens = max_tokens
 
     def __call__(self, prompts: Sequence[str]) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from tasks import TASKS, TRAIN_SETS
+from tasks.registry import TASKS, TRAIN_SETS
 from tasks.base import Example, Reward, Task, TrainSet
 from tasks.sql import evaluate, mini
 from tasks.sql.evaluate import SqlOptions

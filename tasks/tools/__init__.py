@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from tasks import TASKS, TRAIN_SETS
+from tasks.registry import TASKS, TRAIN_SETS
 from tasks.base import Example, Task, TrainSet
 from tasks.tools import bfcl  # bfcl-eval itself is imported lazily, on first load/score
 from tasks.tools.bfcl import LIVE, NON_LIVE

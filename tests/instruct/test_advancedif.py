@@ -162,11 +162,16 @@ def test_missing_judge_and_bad_rows_are_clear_errors(data_dir, tmp_path):
         advancedif.load(data_dir)
 
 
-def test_a_local_model_can_judge(data_dir):
+def test_a_local_model_can_judge(data_dir, tmp_path):
+    from harness.models import load_model, load_tokenizer
+
     # a random 2-layer model answers gibberish: every item is a judge failure, scored as such
     task = TASKS.get("advancedif").configured(TaskConfig(task="advancedif"))
     examples = task.load_eval(data_dir)[:1]
-    local = judge.LocalJudge("tiny-random", max_tokens=8)
+    folder = tmp_path / "judge-model"  # a local judge is a model folder
+    load_model("tiny-random").save_pretrained(folder)
+    load_tokenizer("tiny-random").save_pretrained(folder)
+    local = judge.LocalJudge(str(folder), max_tokens=8)
     answers = local(["Return JSON."])
     assert isinstance(answers[0], str)
     assert not judge.parse(answers[0], examples[0].reference).success

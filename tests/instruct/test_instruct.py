@@ -10,7 +10,7 @@ import pytest
 from harness.cli import main as cli_main
 from harness.config import TaskConfig
 from common.registry import UnknownNameError
-from harness.replay import replay_messages
+from methods.contexts import replay_messages
 from tasks import TASKS, TRAIN_SETS
 from tasks.instruct import checkers, data, evaluate
 from tasks.instruct.evaluate import IfOptions

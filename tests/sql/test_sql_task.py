@@ -6,7 +6,7 @@ import pytest
 
 from harness.cli import main as cli_main
 from harness.config import TaskConfig
-from harness.replay import replay_messages
+from methods.contexts import replay_messages
 from tasks import TASKS, TRAIN_SETS
 from tasks.sql import evaluate
 from tasks.sql.evaluate import SqlOptions

@@ -1,4 +1,5 @@
-"""MRTPO's relevance diagnostics (paper Table 4, Fig. 6), per step.
+"""Credit-localisation diagnostics of a per-reward token profile (MRTPO's replay distances;
+paper Table 4, Fig. 6), per step.
 
 For each reward k and response: the share of its replay distance on the span its checker reads
 divided by that span's share of the tokens (1 = uniform), the share held by its top 1 / 5 /

@@ -1,13 +1,31 @@
-"""Response filters: GD^2PO drops responses whose rewards pull in opposite directions."""
+"""GD^2PO: GDPO that drops responses whose rewards pull in opposite directions, scaled by the
+group's kept fraction."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
-from methods.base import MethodOptions
+from methods.base import option
+from methods.compose import FILTERS
+from methods.registry import add
+from methods.stats import group_index
 
 
-def gd2po(adv: torch.Tensor, group: torch.Tensor, options: MethodOptions
-          ) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass(frozen=True)
+class Gd2poOptions:
+    gd2po_tau: Optional[float] = option(
+        None, "GD2PO: None = hard filter (drop every conflicting response); a float = soft "
+              "filter (drop when agreement < tau; 0.8 in the paper)")
+
+    def problems(self) -> list[str]:
+        if self.gd2po_tau is not None and not 0 <= self.gd2po_tau <= 1:
+            return [f"gd2po_tau is {self.gd2po_tau}, outside [0, 1]; use --gd2po-tau within it"]
+        return []
+
+
+def gd2po(adv: torch.Tensor, group: torch.Tensor, options) -> tuple[torch.Tensor, torch.Tensor]:
     """GD^2PO (Liu et al. 2026, arXiv 2606.16771; Qwen-Applications/GD2PO).
 
     conflict(n): some ``A_k(n) > 1e-8`` and some ``A_k'(n) < -1e-8``. Hard variant (default):
@@ -30,9 +48,14 @@ def gd2po(adv: torch.Tensor, group: torch.Tensor, options: MethodOptions
     else:
         dropped = conflict
     delta = (~dropped).to(torch.float64)
-    _, gidx = torch.unique(group, return_inverse=True)
-    g = int(gidx.max()) + 1 if gidx.numel() else 0
+    gidx, g = group_index(group)
     total = torch.zeros(g, dtype=torch.float64).index_add_(0, gidx, delta)
     count = torch.zeros(g, dtype=torch.float64).index_add_(0, gidx, torch.ones_like(delta))
     kappa = (total / count.clamp(min=1))[gidx]
     return (delta * kappa).to(adv.dtype), ~dropped
+
+
+FILTERS.add("gd2po", gd2po)
+add("gd2po", "GDPO that drops responses whose rewards conflict, scaled by the group's kept "
+    "fraction", "Liu et al. 2026, arXiv 2606.16771; Qwen-Applications/GD2PO",
+    options=(Gd2poOptions,), filter="gd2po", reference="gdpo")

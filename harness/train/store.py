@@ -1,0 +1,52 @@
+"""A seed's outcome on disk: predictions, then the training log, then the result JSON (the
+commit marker), each written atomically."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+from harness.config import RunConfig
+from harness.results import atomic_write_json, atomic_write_jsonl, make_record, result_path
+from tasks.base import Example
+
+
+def summarise_training(history: list[dict]) -> dict:
+    if not history:
+        return {"steps": 0}
+    keys = [k for k in history[0] if k != "step"]
+    last = history[-1]
+    out = {"steps": len(history)}
+    for k in keys:
+        vals = [h[k] for h in history if k in h and not math.isnan(h[k])]
+        if vals:
+            out[f"{k}/mean"] = sum(vals) / len(vals)
+    out.update({f"{k}/last": last[k] for k in keys if k in last})
+    return out
+
+
+def partial_log_path(config: RunConfig) -> Path:
+    return result_path(config).with_suffix(".train.jsonl.partial")
+
+
+def store_result(config: RunConfig, examples: list[Example], responses: list[str],
+                 scored: dict, history: list[dict], wall: float,
+                 train_examples: Sequence[Example] = (), param_checksum: str = "") -> Path:
+    """Predictions, then the training log, then the result JSON (the commit marker)."""
+    path = result_path(config)
+    items = {it["id"]: it for it in scored.get("items", [])}
+    partial = partial_log_path(config)
+    if partial.is_file():
+        os.replace(partial, path.with_suffix(".train.jsonl"))
+    atomic_write_jsonl(path.with_suffix(".predictions.jsonl"),
+                       [{"id": ex.id, "response": text, **{k: v for k, v in
+                         items.get(ex.id, {}).items() if k != "id"}}
+                        for ex, text in zip(examples, responses)])
+    atomic_write_json(path, make_record(
+        config, scored["metrics"],
+        train={**summarise_training(history), "final_param_sha256": param_checksum},
+        wall_seconds=wall,
+        train_examples=train_examples, eval_examples=examples,
+        problems=scored.get("problems", ())))
+    return path

@@ -1,0 +1,138 @@
+"""Stages 5-7: the micro-batch plan, the loss per micro-batch, and the optimizer.
+
+DeepSpeed averages micro-batch losses over gradient-accumulation steps and ranks. For
+``token-mean`` each micro-batch's token sum is divided by the valid-token count of the whole
+mini-batch (all ranks) and multiplied back by steps x ranks, so the gradient is the exact token
+mean however the mini-batch is split. The sequence modes divide by the configured micro-batch
+size, which makes them exact too. Logged losses are per-micro-batch token means.
+
+When the loss is the policy gradient alone (no KL, no loss term), a response whose advantage
+is 0 on every token adds exactly nothing to the gradient, so it gets no forward or backward:
+the responses with signal are packed into as few micro-batches as every rank needs, and the
+optimizer steps after the last one. A mini-batch without any signal on any rank takes no
+optimizer step (``skipped_updates``): with a zero gradient AdamW would only replay its momentum.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from harness import engine as eng
+from harness.loss import aggregate, kl_penalty, ppo_clip_loss
+from harness.rollouts import Rollout
+from harness.train.logprobs import grad_norm, sequence_logprobs
+
+
+@dataclass
+class StepData:
+    rollout: Rollout
+    advantages: torch.Tensor  # [n_local, T]
+    old_logp: torch.Tensor | None
+    ref_logp: torch.Tensor | None
+    terms: dict[str, Any] = field(default_factory=dict)  # loss term name -> prepared rows
+    context: Any = None  # the PassContext the loss terms read (head, temperature)
+
+
+def plan(advantages: torch.Tensor, mask: torch.Tensor, rows: list[int], micro: int,
+         pg_only: bool) -> list[list[int]]:
+    """The micro-batches of one mini-batch (``rows``). With the policy gradient alone, rows
+    with signal first and only as many micro-batches as the busiest rank needs (every rank runs
+    the same number: ZeRO-3 gathers parameters collectively in each forward; a rank with fewer
+    rows with signal fills up with zero-advantage ones, which add nothing)."""
+    if pg_only:
+        live = (advantages[rows] * mask[rows]).abs().sum(dim=1) > 0
+        active = [r for r, a in zip(rows, live.tolist()) if a]
+        need = max(eng.all_gather_objects(-(-len(active) // micro)))
+        rest = [r for r in rows if r not in set(active)]
+        rows = (active + rest)[:need * micro]
+    return [rows[s:s + micro] for s in range(0, len(rows), micro)]
+
+
+def micro_loss(logp, logits, rows: list[int], data: StepData, method, options, config,
+               agg: dict, mb: int) -> tuple[torch.Tensor, dict]:
+    """PPO-clip on the token advantages, plus the KL to the reference and the method's loss
+    terms, for one micro-batch (``mb``: the configured micro-batch size)."""
+    t = config.training
+    old = data.old_logp[rows] if data.old_logp is not None else logp.detach()
+    mask = data.rollout.response_mask[rows]
+    loss, info = ppo_clip_loss(logp, old, data.advantages[rows], mask, t.clip_eps_low,
+                               t.clip_eps_high, t.loss_agg, **agg)
+    if t.loss_agg != "token-mean":  # a mean over mb rows, however many ran
+        loss = loss * len(rows) / mb
+    total = info["pg_loss"]
+    if data.ref_logp is not None:
+        kl = kl_penalty(logp, data.ref_logp[rows], t.kl_type)
+        loss = loss + t.kl_coef * aggregate(kl, mask, t.loss_agg, **agg)
+        info["kl"] = float(aggregate(kl.detach(), mask, "token-mean"))
+        total += t.kl_coef * info["kl"]
+    for term in method.loss_terms:
+        per_token = term.loss(logits, data.terms[term.name][rows], data.context, options)
+        coef = term.coef(options)
+        loss = loss + coef * aggregate(per_token, mask, t.loss_agg, **agg)
+        info[term.name] = float(aggregate(per_token.detach(), mask, "token-mean"))
+        total += coef * info[term.name]
+    info["loss"] = total
+    return loss, info
+
+
+def update(engine, ds_config: dict, world: int, data: StepData, method, options, config,
+           pad_id: int) -> dict:
+    """PPO epochs x mini-batches of optimizer steps over this step's rollouts; metrics."""
+    t = config.training
+    mb = ds_config["train_micro_batch_size_per_gpu"]
+    scale = ds_config["gradient_accumulation_steps"] * world
+    n = data.advantages.shape[0]
+    mini = n // t.ppo_mini_batches
+    mask_all = data.rollout.response_mask
+    agg: dict = dict(max_len=config.rollout.max_response_tokens)
+    pg_only = data.ref_logp is None and not method.loss_terms
+    stats: dict[str, list[float]] = {}
+    skipped = stepped = forwarded = 0
+    plain_norm = None
+    clock = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+    for _ in range(t.ppo_epochs):
+        for m0 in range(0, n, mini):
+            if t.loss_agg == "token-mean":
+                local = int(mask_all[m0:m0 + mini].sum())
+                agg["total_tokens"] = max(1, sum(eng.all_gather_objects(local))) / scale
+            chunks = plan(data.advantages, mask_all, list(range(m0, m0 + mini)), mb, pg_only)
+            if not chunks:
+                skipped += 1
+                continue
+            stepped += 1
+            for c, rows in enumerate(chunks):
+                forwarded += len(rows)
+                t0 = time.perf_counter()
+                logp, logits = sequence_logprobs(engine, data.rollout, rows,
+                                                 config.rollout.temperature, True,
+                                                 pack=t.pack_prompts, pad_id=pad_id)
+                loss, info = micro_loss(logp, logits, rows, data, method, options, config, agg,
+                                        mb)
+                # the optimizer steps after this mini-batch's last micro-batch, however many
+                # ran (DeepSpeed's own count assumes all of them)
+                engine.set_gradient_accumulation_boundary(c == len(chunks) - 1)
+                t1 = time.perf_counter()
+                engine.backward(loss)
+                t2 = time.perf_counter()
+                if c == len(chunks) - 1 and ds_config["zero_optimization"]["stage"] == 0:
+                    plain_norm = grad_norm(engine.module)  # DeepSpeed reports none
+                engine.step()
+                clock["forward"] += t1 - t0
+                clock["backward"] += t2 - t1
+                clock["optimizer"] += time.perf_counter() - t2
+                for key, v in info.items():
+                    stats.setdefault(key, []).append(v)
+    out = {k: sum(v) / len(v) for k, v in stats.items()}
+    if not stats:  # nothing ran: every advantage was 0, and so is the policy-gradient loss
+        out.update(loss=0.0, pg_loss=0.0)
+    out["skipped_updates"] = float(skipped)
+    out["update_rows"] = float(forwarded)
+    norm = (engine.get_global_grad_norm() if plain_norm is None else plain_norm) \
+        if stepped else None
+    if norm is not None:
+        out["grad_norm"] = float(norm)
+    out.update({f"time/{k}": v for k, v in clock.items()})
+    return out
