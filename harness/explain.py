@@ -61,7 +61,9 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     opts = config.method.options()
     ctx = PolicyContext({"policy": policy}, tok, [ex] * g, ro.texts, ro.response_ids,
                         ro.response_mask, rewards, tuple(names),
-                        torch.zeros(g, dtype=torch.long), r.temperature, g, task.spans)
+                        torch.zeros(g, dtype=torch.long),
+                        tuple((rw.lo, rw.hi) for rw in task.rewards), r.temperature, g,
+                        task.spans)
     passes = {p.name: p.run(ctx, opts) for p in method.passes}
     batch = RolloutBatch(rewards=rewards, reward_names=tuple(names),
                          reward_bounds=tuple((rw.lo, rw.hi) for rw in task.rewards),

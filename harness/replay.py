@@ -72,6 +72,7 @@ class PolicyContext:
     rewards: torch.Tensor  # [n, K]
     reward_names: tuple[str, ...]
     group: torch.Tensor  # [n]
+    reward_bounds: tuple[tuple[float, float], ...] = ()
     temperature: float = 1.0
     batch_size: int = 8
     spans: Optional[Callable] = None
@@ -87,8 +88,9 @@ class PolicyContext:
         return cls({"policy": model, **models}, tokenizer, list(examples),
                    list(texts) if texts is not None else [""] * n, response_ids, response_mask,
                    rewards if rewards is not None else torch.zeros(n, len(reward_names)),
-                   tuple(reward_names), torch.zeros(n, dtype=torch.long), temperature,
-                   batch_size)
+                   tuple(reward_names), torch.zeros(n, dtype=torch.long),
+                   reward_bounds=((0.0, 1.0),) * len(reward_names), temperature=temperature,
+                   batch_size=batch_size)
 
     def model(self, name: str):
         if self.models.get(name) is None:

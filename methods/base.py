@@ -66,7 +66,8 @@ class PassContext(Protocol):
     response_mask: torch.Tensor  # [n, T] {0, 1}
     rewards: torch.Tensor  # [n, K] float, NaN where absent
     reward_names: tuple[str, ...]  # K
-    group: torch.Tensor  # [n] long; whole groups are on one worker
+    reward_bounds: tuple[tuple[float, float], ...]  # K declared (lo, hi)
+    group: torch.Tensor  # [n] long; whole groups are on one worker, rows in sampling order
     temperature: float  # the rollout temperature (divides logits)
     batch_size: int  # responses per forward
     tokenizer: Any

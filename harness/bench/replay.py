@@ -121,9 +121,7 @@ def time_replay(model, tok, k: int, responses: int, tokens: int, repeats: int) -
     _, head = base_and_head(model)
     method = methods.get(METHOD)
     opts = methods.options(replay="loo")
-    ctx = PolicyContext({"policy": model}, tok, [ex] * responses, [""] * responses, ids, mask,
-                        torch.zeros(responses, len(rewards)), rewards,
-                        torch.zeros(responses, dtype=torch.long), batch_size=8)
+    ctx = PolicyContext.of(model, tok, [ex] * responses, ids, mask, rewards)
 
     def forward():
         with torch.no_grad():

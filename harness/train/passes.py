@@ -21,7 +21,9 @@ def context(models: Mapping[str, Any], tokenizer, sampled: Sampled, task, temper
         response_ids=ro.response_ids, response_mask=ro.response_mask,
         rewards=torch.tensor(sampled.rewards, dtype=torch.float32).reshape(len(sampled.rows), -1),
         reward_names=tuple(rw.name for rw in task.rewards),
-        group=torch.tensor(sampled.groups), temperature=temperature, batch_size=batch_size,
+        group=torch.tensor(sampled.groups),
+        reward_bounds=tuple((rw.lo, rw.hi) for rw in task.rewards), temperature=temperature,
+        batch_size=batch_size,
         spans=task.spans)
 
 
