@@ -88,6 +88,8 @@ def methods_grid(spec: Spec) -> Grid:
     for name in spec.methods():
         m = methods.get(name)
         parts = ", ".join(f"{k}={v}" for k, v in vars(m.parts).items() if v not in (None, ()))
+        if m.needs:
+            parts += f"; extra passes: {', '.join(m.needs)}"
         grid.rows.append((m.name, [Cell(note=m.help), Cell(note=parts), Cell(note=m.source)]))
     return grid
 
