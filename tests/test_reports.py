@@ -352,7 +352,8 @@ def test_table8_holds_every_method_of_the_paper_and_its_registry_text():
 
     grid = methods_grid(specs.get("table8"))
     rows = dict(grid.rows)
-    assert list(rows) == ["gdpo", "saw", "dara", "dvao", "sa-mrpo", "gd2po", "mrtpo"]
+    assert list(rows) == ["gdpo", "saw", "dara", "dvao", "sa-mrpo", "gd2po", "mrtpo", "verpo"]
+    assert rows["verpo"][1].text().endswith("extra passes: evidence")
     for name, cells in rows.items():
         assert cells[0].text() == methods.get(name).help
         assert cells[2].text() == methods.get(name).source
