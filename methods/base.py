@@ -173,11 +173,8 @@ class Method:
     def problems(self, options) -> list[str]:
         """What is wrong with ``options`` (any object with the option fields) for this
         method, each with its fix."""
-        out = []
-        for cls in (CommonOptions,) + self.options:
-            values = {f.name: getattr(options, f.name) for f in dataclasses.fields(cls)}
-            out += cls(**values).problems()
-        return out
+        return [p for cls in (CommonOptions,) + self.options
+                for p in values_of(options, cls).problems()]
 
 
 
@@ -216,8 +213,11 @@ def make_options_class(name: str, module: str, classes: Sequence[type],
 
 
 def values_of(options, cls: type) -> Any:
-    """An instance of option class ``cls`` with the values ``options`` carries."""
-    return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)})
+    """An instance of option class ``cls`` with the values ``options`` carries (its defaults
+    for fields ``options`` lacks: a plugin method registered after the run's config class was
+    made)."""
+    return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)
+                  if hasattr(options, f.name)})
 
 
 __all__ = ["AdvantageOutput", "CommonOptions", "LossTerm", "Method", "Parts", "Pass",

@@ -73,6 +73,7 @@ def test_replay_needs_verifier_information_on_the_examples():
     assert checks.data_problems(cfg.resolve("smoke", {"method": "gdpo"}), bare) == []
 
 
+@pytest.mark.model
 def test_validate_fails_before_anything_starts(monkeypatch):
     import harness.backend as backend
 
@@ -81,6 +82,7 @@ def test_validate_fails_before_anything_starts(monkeypatch):
         validate(cfg.resolve("smoke", {"group_size": 1}))
 
 
+@pytest.mark.model
 def test_a_trainer_built_in_process_checks_with_its_actual_world_size():
     # no launcher validated this config: the trainer checks it with the process group's size
     # (1 here), before loading any model

@@ -55,6 +55,7 @@ def test_eval_subset_is_fixed_and_covers_every_category():
     assert [x.id for x in stratified_subset(items, 40, seed=7)] != [x.id for x in a]
 
 
+@pytest.mark.model
 def test_published_training_set_needs_its_folder(tmp_path, capsys):
     assert cli.main(["run", "--task", "bfcl", "--train-data", "rlla"]) == 2
     assert "--data-dir" in capsys.readouterr().err

@@ -69,6 +69,7 @@ def test_step_text_skips_absent_rewards():
     assert step_text({"reward/a": float("nan"), "time/step": 2.0}, 1, 4) == "step 1/4 | 2.0 s/step"
 
 
+@pytest.mark.model
 @pytest.mark.slow
 def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
     """A warm-started tiny-random job through Ray Train, its whole output captured."""

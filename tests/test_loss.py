@@ -21,6 +21,7 @@ def test_ppo_clip_hand_computed():
     assert math.isclose(info["clip_frac"], 1.0)
 
 
+@pytest.mark.model
 def test_on_policy_gradient_is_advantage_times_score():
     logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     S = torch.tensor([[2.0, -1.0]])

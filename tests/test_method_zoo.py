@@ -35,9 +35,15 @@ def make(rewards=R, group=GROUP, lengths=None, bounds=BOUNDS, width=None, releva
         g = torch.Generator().manual_seed(n * 31 + k)
         relevance = torch.rand(n, k, width, generator=g) * mask[:, None, :]
     contrast = torch.randn(n, width, generator=torch.Generator().manual_seed(n)) * mask
+    # VERPO's evidence pass: alignment, cost >= 0, evidence available on every other response
+    g = torch.Generator().manual_seed(n + 7)
+    evidence = torch.stack([torch.randn(n, width, generator=g), torch.rand(n, width, generator=g),
+                            (torch.arange(n) % 2 == 0).float()[:, None].expand(n, width)], 1)
+    evidence = evidence * mask[:, None, :]
     return RolloutBatch(rewards=r, reward_names=tuple(f"r{i}" for i in range(k)),
                         reward_bounds=bounds, group=torch.tensor(group), response_mask=mask,
-                        passes={"replay": relevance, "counterfactual": contrast[:, None, :]},
+                        passes={"replay": relevance, "counterfactual": contrast[:, None, :],
+                                "evidence": evidence},
                         step=3, total_steps=10)
 
 

@@ -124,6 +124,7 @@ def _render(tok, messages):
     return tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
+@pytest.mark.model
 def test_replay_prompts_hold_exactly_the_intended_texts(tools_example, tokenizer):
     fmt = tools_example.info_for("format").text
     gold = tools_example.info_for("correctness").text
@@ -151,6 +152,7 @@ def test_in_prompt_text_that_is_missing_is_an_error():
 
 
 # --- the engine on real models ---------------------------------------------------------------
+@pytest.mark.model
 def test_joint_gives_every_reward_the_same_profile(tools_example, tokenizer):
     from harness.models import load_model
 
@@ -164,6 +166,7 @@ def test_joint_gives_every_reward_the_same_profile(tools_example, tokenizer):
     assert not torch.equal(loo[:, 0], loo[:, 1])
 
 
+@pytest.mark.model
 def test_planted_signal_copied_token_is_most_relevant():
     """SmolLM2 copies a code word that only the privileged verifier text holds: the replay
     distance of that reward peaks inside the code word, the other reward's does not care."""
@@ -220,6 +223,7 @@ def test_cort_is_grpo_times_token_weights():
     assert torch.allclose(methods.advantages("cort", b0), grpo)
 
 
+@pytest.mark.model
 def test_contrast_is_zero_when_no_text_is_removed(tokenizer):
     from harness.models import load_model
     from tasks.base import Example, VerifierInfo
@@ -264,6 +268,7 @@ def test_opsd_alone_has_no_reward_term_and_composes_with_grpo():
 
 
 # --- diagnostics ---------------------------------------------------------------------------
+@pytest.mark.model
 def test_diagnostics_on_a_planted_profile(tokenizer):
     from methods.diagnostics import batch_records, summarise
     from tasks import TASKS

@@ -44,6 +44,7 @@ def test_every_spec_loads_and_names_only_known_things():
         assert spec.title and spec.kind in specs.KINDS
 
 
+@pytest.mark.model
 def test_a_spec_naming_an_unknown_method_fails_with_its_path(tmp_path):
     bad = tmp_path / "tableX.toml"
     bad.write_text('kind = "benchmark"\nrows = [{ label = "A", method = "gdpoo" }]\n'
@@ -267,6 +268,7 @@ def test_figure6_reads_the_stored_replay_diagnostics(tmp_path):
     assert "tags 0.75" in summary and "answer 0.10" in summary
 
 
+@pytest.mark.model
 def test_explain_figures_come_from_a_stored_run(tmp_path):
     fplan = planning.make_plan(specs.get("figure7"), "smoke", 1, str(tmp_path))
     store(fplan.jobs[0], 0, {"non_live_overall": 0.0})
@@ -309,6 +311,7 @@ def fixture_log(steps=3):
             for t in range(1, steps + 1)]
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("name", specs.SPECS.names())
 def test_every_spec_renders_from_fixtures(name, tmp_path, monkeypatch):
     import harness.launch

@@ -55,6 +55,7 @@ def _store(config, seed, value):
     return path
 
 
+@pytest.mark.model
 def test_run_skips_stored_seeds_and_prints_table(tmp_path, capsys):
     config = resolve("smoke", {"results_dir": str(tmp_path), "method": "gdpo", "task": "bfcl"})
     _store(config, 0, 10.0)
@@ -70,6 +71,7 @@ def test_run_skips_stored_seeds_and_prints_table(tmp_path, capsys):
     assert "7.50 ± 3.54" in out
 
 
+@pytest.mark.model
 def test_unknown_names_fail_with_suggestions(capsys):
     assert cli.main(["run", "--method", "gdpoo", "--task", "bfcl"]) == 2
     assert "Did you mean 'gdpo'" in capsys.readouterr().err
@@ -79,6 +81,7 @@ def test_unknown_names_fail_with_suggestions(capsys):
     assert "Did you mean 'smoke'" in capsys.readouterr().err
 
 
+@pytest.mark.model
 def test_a_stored_seed_from_other_settings_is_not_pooled(tmp_path, capsys):
     from dataclasses import replace
 
@@ -161,6 +164,7 @@ def test_corrupt_or_foreign_result_files_are_refused_with_their_path(tmp_path, d
     assert str(path) in str(err.value) and message in str(err.value)
 
 
+@pytest.mark.model
 def test_a_corrupt_seed_is_reported_never_aggregated(tmp_path, capsys):
     config, data = _record(tmp_path, method="gdpo", task="bfcl")
     atomic_write_json(result_path(config), data)

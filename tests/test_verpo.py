@@ -110,6 +110,7 @@ def test_the_evidence_is_written_after_the_request():
     assert "incorrect" in with_evidence(msgs, NEGATIVE, "A2")[1]["content"]
 
 
+@pytest.mark.model
 def test_the_evidence_pass_on_a_model():
     from harness.models import load_model, load_tokenizer
     from harness.replay import PolicyContext

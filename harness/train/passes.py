@@ -49,7 +49,8 @@ def run_passes(method, options, ctx: PolicyContext, sampled: Sampled
         return out, metrics
     t0 = time.perf_counter()
     for p in method.passes:
-        local = p.run(ctx, options)
+        with torch.no_grad():  # a pass never trains: its outputs carry no graph
+            local = p.run(ctx, options)
         out[p.name] = gather_rows(local, len(sampled.all_lengths), sampled.width)
         if p.diagnose is not None:
             records = p.diagnose(ctx, options, local)
@@ -62,4 +63,5 @@ def run_passes(method, options, ctx: PolicyContext, sampled: Sampled
 
 def prepare_terms(method, options, ctx: PolicyContext) -> dict[str, Any]:
     """{loss term name: its prepared per-row data} (e.g. a teacher's hidden states)."""
-    return {term.name: term.prepare(ctx, options) for term in method.loss_terms}
+    with torch.no_grad():
+        return {term.name: term.prepare(ctx, options) for term in method.loss_terms}

@@ -162,6 +162,7 @@ def test_missing_judge_and_bad_rows_are_clear_errors(data_dir, tmp_path):
         advancedif.load(data_dir)
 
 
+@pytest.mark.model
 def test_a_local_model_can_judge(data_dir, tmp_path):
     from harness.models import load_model, load_tokenizer
 

@@ -1,0 +1,125 @@
+"""The house rules, checked on the source: packages import downwards only and in no cycle, and
+the harness knows no method by name (its presets and the paper's table layouts aside)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("common", "tasks", "methods", "harness")  # each may import only those before it
+# where method names may appear under harness/: presets and defaults (config.py), the
+# benchmarks' default comparisons (bench/), the paper's table and figure layouts (reports/)
+NAMED_OK = ("harness/config.py", "harness/bench/", "harness/reports/")
+
+
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for package in LAYERS:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict) -> set[str]:
+    """The project modules ``name`` imports (at any depth of its code): ``from pkg import
+    submodule`` counts as the submodule, other names as the module that holds them."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".")
+                keep = len(parts) - node.level + (1 if path.name == "__init__.py" else 0)
+                base = ".".join(parts[:keep] + ([base] if base else []))
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+            targets = subs + ([base] if len(subs) < len(node.names) else [])
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def test_imports_go_downwards_and_form_no_cycle():
+    known = modules()
+    graph = {name: imports(name, path, known) for name, path in known.items()}
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    upward = [f"{a} -> {b}" for a, deps in graph.items() for b in deps
+              if rank[b.split(".")[0]] > rank[a.split(".")[0]]]
+    assert upward == []
+    # depth-first search for a cycle
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            assert cycle is None, " -> ".join(cycle)
+
+
+def _docstrings(tree) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def test_the_harness_knows_no_method_by_name():
+    """No registered method's name, and no method option (``--mrtpo-beta``, ...), appears in
+    the harness's code: in names, attributes, keywords or string literals (docstrings and
+    comments may explain). The option ``replay`` is also an ordinary word (the harness's
+    ``replay`` module), so only options with a method's prefix or an underscore are looked
+    for."""
+    import methods
+
+    names = {n for n in methods.METHODS.names()} | {n.replace("-", "_")
+                                                     for n in methods.METHODS.names()}
+    options = {f for cls in methods.option_classes()[1:] for f in cls.__dataclass_fields__
+               if "_" in f}
+    words = {w.lower() for w in names | options}
+    found = []
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith(NAMED_OK):
+            continue
+        tree = ast.parse(path.read_text())
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            texts = []
+            if isinstance(node, ast.Name):
+                texts = [node.id]
+            elif isinstance(node, ast.Attribute):
+                texts = [node.attr]
+            elif isinstance(node, ast.keyword) and node.arg:
+                texts = [node.arg]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in skip:
+                texts = node.value.replace("-", " ").replace("+", " ").replace(",", " ").split()
+                texts += [t.strip("'\"()[]{}:.`") for t in texts]
+            hits = {t.lower() for t in texts} & words
+            if hits:
+                found.append(f"{rel}:{getattr(node, 'lineno', '?')}: {sorted(hits)}")
+    assert found == []
