@@ -6,6 +6,7 @@ every problem at once, so that one failed start lists all there is to fix.
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Sequence
 
 from harness.config import RunConfig
@@ -94,6 +95,7 @@ def settings_problems(config: RunConfig, world: int | None = None,
         out.append("max_prompt_tokens, max_response_tokens, eval_max_response_tokens and "
                    "eval_batch_size must be 1 or more")
     out += method.problems(config.method)  # the method's own options check themselves
+    out += family_problems(config)
     here = on_worker or not t.ray_address
     out += model_problems(config, here) + device_problems(config, here)
     if t.save_every < 0 or t.keep_checkpoints < 1 or t.max_failures < 0:
@@ -102,6 +104,18 @@ def settings_problems(config: RunConfig, world: int | None = None,
     if ws.warm_start and min(ws.warm_start_steps, ws.warm_start_batch) < 1:
         out.append("warm_start_steps and warm_start_batch must be 1 or more")
     return out
+
+
+def family_problems(config: RunConfig) -> list[str]:
+    """The run's task family's own options check themselves."""
+    from tasks import TASKS
+    from tasks.registry import FAMILY_OPTIONS
+
+    family = TASKS.get(config.task.task).family
+    if family not in FAMILY_OPTIONS:
+        return []
+    cls = FAMILY_OPTIONS.get(family)
+    return cls(**{f.name: getattr(config.task, f.name) for f in fields(cls)}).problems()
 
 
 def model_problems(config: RunConfig, here: bool = True) -> list[str]:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional
 
 import methods
+import tasks  # noqa: F401  (its families register their options)
 from common.registry import Registry
+from tasks.registry import FAMILY_OPTIONS
 from methods.base import make_options_class
 
 
@@ -134,38 +136,35 @@ def _method_config() -> type:
 MethodConfig = _method_config()
 
 
-@dataclass(frozen=True)
-class TaskConfig:
-    task: str = opt("bfcl", "what is evaluated: a benchmark or group from the task registry")
-    train_data: Optional[str] = opt(None, "training set name; default: the task family's "
-                                          "published set if --data-dir has it, else its "
-                                          "offline generator")
-    data_dir: Optional[str] = opt(None, "folder with published data sets (RLLA, Spider, ...)",
-                                  identity=False)
-    eval_limit: int = opt(0, "evaluate a fixed, seeded, category-stratified subset of this "
-                             "many items; 0 = all")
-    eval_seed: int = opt(1234, "seed of the --eval-limit subset (fixed across training seeds)")
-    # text-to-SQL family (tasks/sql): the sandbox that runs predicted queries, and the prompt
-    sql_timeout: float = opt(5.0, "text-to-SQL: seconds a query may run (inside SQLite; its "
-                                  "worker process is killed soon after)")
-    sql_processes: int = opt(2, "text-to-SQL: worker processes that execute queries in "
-                                "parallel (per training worker)", identity=False)
-    sql_max_rows: int = opt(100_000, "text-to-SQL: a query returning more rows fails")
-    sql_keep_distinct: bool = opt(False, "text-to-SQL: keep DISTINCT when comparing results "
-                                         "(Spider's evaluation drops it by default)")
-    sql_sample_rows: int = opt(0, "text-to-SQL: example rows per table shown after the "
-                                  "schema's CREATE TABLE statements")
-    # instruction-following family (tasks/instruct)
-    if_reward: str = opt("per-constraint", "instruction following: per-constraint rewards "
-                                           "(c1..c16, ragged), or one aggregate: all | mean")
-    judge: str = opt("", "AdvancedIF's rubric judge: an OpenAI-compatible endpoint "
-                         "(http://HOST:PORT/v1, e.g. a vLLM server) or a local model folder")
-    judge_model: str = opt("o3-mini-2025-01-31", "model name sent to the judge endpoint "
-                                                 "(AdvancedIF's default judge)")
-    judge_api_key_env: str = opt("OPENAI_API_KEY", "name of the environment variable holding "
-                                                   "the judge endpoint's API key (empty: none)",
-                                 identity=False)
-    judge_max_tokens: int = opt(32768, "maximum tokens of a judge answer")
+def _task_config() -> type:
+    """``TaskConfig``: what is evaluated and trained on, plus every task family's run options,
+    each declared in its family under tasks/ (``tasks.registry.FAMILY_OPTIONS``)."""
+    base = [
+        ("task", "str", opt("bfcl", "what is evaluated: a benchmark or group from the task "
+                                    "registry")),
+        ("train_data", "Optional[str]", opt(None, "training set name; default: the task "
+                                                  "family's published set if --data-dir has "
+                                                  "it, else its offline generator")),
+        ("data_dir", "Optional[str]", opt(None, "folder with published data sets (RLLA, "
+                                                "Spider, ...)", identity=False)),
+        ("eval_limit", "int", opt(0, "evaluate a fixed, seeded, category-stratified subset "
+                                     "of this many items; 0 = all")),
+        ("eval_seed", "int", opt(1234, "seed of the --eval-limit subset (fixed across "
+                                       "training seeds)")),
+    ]
+    specs = list(base)
+    for family in FAMILY_OPTIONS.names():
+        for f in fields(FAMILY_OPTIONS.get(family)):
+            specs.append((f.name, f.type, field(default=f.default, metadata=f.metadata)))
+    cls = dataclasses.make_dataclass("TaskConfig", specs, frozen=True)
+    cls.__module__, cls.__qualname__ = __name__, "TaskConfig"
+    return cls
+
+
+TaskConfig = _task_config()
+# the family options (``score`` accepts them as flags too)
+FAMILY_FIELDS = tuple(f.name for family in FAMILY_OPTIONS.names()
+                      for f in fields(FAMILY_OPTIONS.get(family)))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from harness import config as cfg
 
 _TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str, "Optional[float]": float}
 _NOT_FLAGS = {"seed", "preset"}  # --seeds and --preset are handled by the command itself
-_FAMILY_OPTIONS = ("sql_", "if_", "judge")  # task-family options that `score` accepts too
+_FAMILY_OPTIONS = cfg.FAMILY_FIELDS  # task-family options that `score` accepts too
 
 
 def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()) -> None:

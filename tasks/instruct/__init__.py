@@ -14,9 +14,10 @@ Registers on import (checker libraries are imported only when a checker is first
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.registry import TASKS, TRAIN_SETS
+from tasks.registry import TASKS, TRAIN_SETS, family_options, flag
 from tasks.base import Example, Reward, Task, TrainSet
 from tasks.instruct import advancedif, data, evaluate, muldimif, spans
 from tasks.instruct.advancedif import JudgeOptions
@@ -71,6 +72,32 @@ TRAIN_SETS.add("if-synth", _train_set(
     "task plus 1-8 constraints from the IFEval/IFBench checkers", needs_data_dir=False))
 
 HEADLINE = ("prompt_strict", "inst_strict", "prompt_loose", "inst_loose")
+
+
+@family_options(FAMILY)
+@dataclass(frozen=True)
+class IfFlags:
+    """The instruction-following family's run options: its rewards, and AdvancedIF's judge."""
+
+    if_reward: str = flag("per-constraint", "instruction following: per-constraint rewards "
+                                            "(c1..c16, ragged), or one aggregate: all | mean")
+    judge: str = flag("", "AdvancedIF's rubric judge: an OpenAI-compatible endpoint "
+                          "(http://HOST:PORT/v1, e.g. a vLLM server) or a local model folder")
+    judge_model: str = flag("o3-mini-2025-01-31", "model name sent to the judge endpoint "
+                                                  "(AdvancedIF's default judge)")
+    judge_api_key_env: str = flag("OPENAI_API_KEY", "name of the environment variable holding "
+                                                    "the judge endpoint's API key (empty: "
+                                                    "none)", identity=False)
+    judge_max_tokens: int = flag(32768, "maximum tokens of a judge answer")
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.if_reward not in evaluate.REWARD_MODES:
+            out.append(f"unknown if_reward {self.if_reward!r}; use one of "
+                       f"{', '.join(evaluate.REWARD_MODES)}")
+        if self.judge_max_tokens < 1:
+            out.append("judge_max_tokens must be 1 or more")
+        return out
 
 
 def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, ...] = HEADLINE,

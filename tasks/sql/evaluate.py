@@ -30,9 +30,35 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from tasks.base import Example
+from tasks.registry import family_options, flag
 from tasks.sql.sandbox import SqlLimits, shared_sandbox
 
 REWARD_NAMES = ("format", "executable", "execution")
+
+
+@family_options("sql")
+@dataclass(frozen=True)
+class SqlFlags:
+    """The text-to-SQL family's run options: the sandbox that runs predicted queries, and the
+    prompt."""
+
+    sql_timeout: float = flag(5.0, "text-to-SQL: seconds a query may run (inside SQLite; its "
+                                   "worker process is killed soon after)")
+    sql_processes: int = flag(2, "text-to-SQL: worker processes that execute queries in "
+                                 "parallel (per training worker)", identity=False)
+    sql_max_rows: int = flag(100_000, "text-to-SQL: a query returning more rows fails")
+    sql_keep_distinct: bool = flag(False, "text-to-SQL: keep DISTINCT when comparing results "
+                                          "(Spider's evaluation drops it by default)")
+    sql_sample_rows: int = flag(0, "text-to-SQL: example rows per table shown after the "
+                                   "schema's CREATE TABLE statements")
+
+    def problems(self) -> list[str]:
+        out = []
+        if not self.sql_timeout > 0 or self.sql_max_rows < 1:
+            out.append("sql_timeout must be positive and sql_max_rows 1 or more")
+        if self.sql_processes < 1 or self.sql_sample_rows < 0:
+            out.append("sql_processes must be 1 or more and sql_sample_rows 0 or more")
+        return out
 
 
 @dataclass(frozen=True)
