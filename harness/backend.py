@@ -36,7 +36,7 @@ def _worker_entry(loop_config: dict) -> None:
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
     train_worker(RunConfig.from_dict(loop_config["config"]), reporter_factory=worker_reporter,
-                 checkpointer=RayCheckpointer())
+                 checkpointer=RayCheckpointer(), run=loop_config["run"])
 
 
 def _sft_entry(loop_config: dict) -> None:
@@ -92,7 +92,7 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
     import ray.train
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from harness.checkpoints.store import RUN_NAME
+    from harness.seedrun import RUN_NAME
 
     t = config.training
     resources = worker_resources(config)
@@ -152,20 +152,20 @@ def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int
     return path
 
 
-def train_seed(config: RunConfig) -> Path:
-    """Train + evaluate one seed with Ray Train; returns the stored result's path."""
+def train_seed(config: RunConfig, run=None) -> Path:
+    """Train + evaluate one seed with Ray Train; returns the stored result's path. ``run``:
+    the seed's ``SeedRun`` (made from ``config`` when not given)."""
     from harness.plugins import load_plugins
-    from harness.results import result_path
-
-    from harness.checkpoints import store
+    from harness.seedrun import SeedRun
 
     load_plugins(config.plugins)  # the driver resolves result paths through the registries too
-    path = result_path(config)
+    run = run or SeedRun.of(config)
     # a stored seed run again (--force) starts from step 0; a missing one resumes from the
     # latest complete checkpoint of an earlier, killed run of the same settings
-    storage = store.prepare(config, fresh=path.is_file())
-    _fit(_worker_entry, config, storage=storage)
-    if not path.is_file():
-        raise RuntimeError(f"training finished but {path} was not written; see the worker logs")
-    store.clear(config)  # the result is stored: its checkpoints are no longer needed
-    return path
+    storage = run.prepare_checkpoints(fresh=run.result.is_file())
+    _fit(_worker_entry, config, storage=storage, run=run)
+    if not run.result.is_file():
+        raise RuntimeError(f"training finished but {run.result} was not written; see the "
+                           "worker logs")
+    run.clear_checkpoints()  # the result is stored: its checkpoints are no longer needed
+    return run.result

@@ -74,15 +74,16 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print) -> list[Path]:
         from harness.backend import warm_start
 
         log(f"warm start: {warm_start(config)}")
-    from harness.checkpoints import store
+    from harness.seedrun import SeedRun
 
     out = []
     for s in seeds:
-        found = store.saved_steps(replace(config, seed=s))
+        run = SeedRun.of(replace(config, seed=s))  # its folders and settings hash, once
+        found = run.saved_steps()
         if found:
             log(f"seed {s}: checkpoints of steps {found} found; Ray Train resumes from the "
                 "latest complete one")
-        path = train_seed(replace(config, seed=s))
+        path = train_seed(run.config, run)
         log(f"seed {s}: stored {path}")
         out.append(path)
     return out

@@ -27,7 +27,8 @@ from harness.train.advantages import local_advantages, reward_metrics, rollout_b
 from harness.train.logprobs import sequence_logprobs
 from harness.train.passes import context, prepare_terms, run_passes
 from harness.train.sample import sample
-from harness.train.store import partial_log_path, store_result
+from harness.seedrun import SeedRun
+from harness.train.store import store_result
 from harness.train.update import StepData, update
 from harness.warmstart.cache import policy_source
 from tasks.base import Example, Task
@@ -215,15 +216,18 @@ class Trainer:
 
 
 
-def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None) -> Path | None:
+def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
+                 run: SeedRun | None = None) -> Path | None:
     """Train and evaluate one seed on this rank; rank 0 stores and returns the result path.
     ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console);
-    ``checkpointer``: see ``Trainer.train``."""
+    ``checkpointer``: see ``Trainer.train``; ``run``: the seed's paths (made from ``config``
+    when not given: in-process tests)."""
     start = time.perf_counter()
     trainer = Trainer(config)
+    run = run or SeedRun.of(config)
     # the log grows in a .partial file that store_result renames: a killed run never leaves a
     # new log beside an old result
-    log = partial_log_path(config) if trainer.rank == 0 else None
+    log = run.partial_log if trainer.rank == 0 else None
     reporter = None
     if reporter_factory is not None and trainer.rank == 0:
         reporter = reporter_factory(f"{config.method.method} seed {config.seed}",
@@ -240,5 +244,5 @@ def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None) ->
         return None
     examples, responses = evaluated
     scored = trainer.task.score(examples, responses)
-    return store_result(config, examples, responses, scored, history,
+    return store_result(run, examples, responses, scored, history,
                         time.perf_counter() - start, trainer.train_examples, checksum)

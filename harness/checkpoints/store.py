@@ -10,59 +10,29 @@ resumed.
 from __future__ import annotations
 
 import contextlib
-import json
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
 from harness.config import RunConfig
 
-RUN_NAME = "train"
-SETTINGS_FILE = "settings.json"
+from harness.seedrun import RUN_NAME, SETTINGS_FILE, SeedRun  # noqa: F401
 
 
 def seed_folder(config: RunConfig) -> Path:
-    from harness.results import run_dir
-
-    relative = run_dir(config).relative_to(Path(config.results_dir))
-    return Path(config.checkpoint_dir).resolve() / relative / f"seed{config.seed}"
+    return SeedRun.of(config).checkpoints
 
 
 def prepare(config: RunConfig, fresh: bool = False) -> Path:
-    """The seed's storage folder, checked against the settings that wrote it: removed first
-    when ``fresh`` (a forced rerun starts from step 0); ValueError when another setting made
-    it."""
-    from harness.results import config_hash
-
-    folder = seed_folder(config)
-    if fresh:
-        clear(config)
-    marker = folder / SETTINGS_FILE
-    ours = {"config_hash": config_hash(config), "workers": config.training.workers}
-    if marker.is_file():
-        theirs = json.loads(marker.read_text())
-        if theirs != ours:
-            raise ValueError(f"{folder} holds checkpoints of other settings ({theirs}, ours "
-                             f"{ours}); delete it, or rerun with --force to start afresh")
-    else:
-        folder.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps(ours))
-    return folder
+    return SeedRun.of(config).prepare_checkpoints(fresh)
 
 
 def clear(config: RunConfig) -> None:
-    shutil.rmtree(seed_folder(config), ignore_errors=True)
+    SeedRun.of(config).clear_checkpoints()
 
 
 def saved_steps(config: RunConfig) -> list[int]:
-    """Steps whose checkpoint folders exist for this seed (the newest may be incomplete: Ray
-    Train, not this list, decides which one is resumed)."""
-    run = seed_folder(config) / RUN_NAME
-    if not run.is_dir():
-        return []
-    return sorted(int(p.name.split("-")[1]) for p in run.glob("step-*") if p.is_dir()
-                  and p.name.split("-")[1].isdigit())
+    return SeedRun.of(config).saved_steps()
 
 
 class RayCheckpointer:

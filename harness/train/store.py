@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from harness.config import RunConfig
-from harness.results import atomic_write_json, atomic_write_jsonl, make_record, result_path
+from harness.results import atomic_write_json, atomic_write_jsonl, make_record
 from tasks.base import Example
 
 
@@ -26,17 +25,14 @@ def summarise_training(history: list[dict]) -> dict:
     return out
 
 
-def partial_log_path(config: RunConfig) -> Path:
-    return result_path(config).with_suffix(".train.jsonl.partial")
-
-
-def store_result(config: RunConfig, examples: list[Example], responses: list[str],
+def store_result(run, examples: list[Example], responses: list[str],
                  scored: dict, history: list[dict], wall: float,
                  train_examples: Sequence[Example] = (), param_checksum: str = "") -> Path:
-    """Predictions, then the training log, then the result JSON (the commit marker)."""
-    path = result_path(config)
+    """Predictions, then the training log, then the result JSON (the commit marker), at the
+    seed's ``SeedRun`` paths."""
+    config, path = run.config, run.result
     items = {it["id"]: it for it in scored.get("items", [])}
-    partial = partial_log_path(config)
+    partial = run.partial_log
     if partial.is_file():
         os.replace(partial, path.with_suffix(".train.jsonl"))
     atomic_write_jsonl(path.with_suffix(".predictions.jsonl"),

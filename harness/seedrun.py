@@ -1,0 +1,79 @@
+"""One seed of one setting, resolved once: its config, where its result and logs go, where its
+checkpoints live, and the settings hash both are guarded by.
+
+A seed's launch goes through one ``SeedRun``: ``launch`` makes it from the config, the backend
+prepares its checkpoint folder and starts the fit with it, the workers write its files, and
+the result is read back from it; nothing on that path derives a folder or a hash again.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config import RunConfig
+
+SETTINGS_FILE = "settings.json"  # beside a seed's checkpoints: the settings that wrote them
+RUN_NAME = "train"  # Ray Train's run name inside the checkpoint folder (fixed: it resumes)
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    config: RunConfig
+    folder: Path  # <results>/<task>/<method>/<model>/<setting>
+    checkpoints: Path  # <checkpoint_dir>/<task>/<method>/<model>/<setting>/seed<k>
+    config_hash: str  # harness.results.config_hash(config)
+
+    @staticmethod
+    def of(config: RunConfig) -> "SeedRun":
+        from harness.results import config_hash, run_dir
+
+        folder = run_dir(config)
+        relative = folder.relative_to(Path(config.results_dir))
+        return SeedRun(config, folder,
+                       Path(config.checkpoint_dir).resolve() / relative / f"seed{config.seed}",
+                       config_hash(config))
+
+    @property
+    def result(self) -> Path:
+        """The result JSON: written last, it marks the seed as done."""
+        return self.folder / f"seed{self.config.seed}.json"
+
+    @property
+    def partial_log(self) -> Path:
+        """The per-step log while the seed trains (renamed beside the result when it is
+        stored, so a killed run never leaves a new log beside an old result)."""
+        return self.result.with_suffix(".train.jsonl.partial")
+
+    # --- checkpoints -------------------------------------------------------------------------
+    def prepare_checkpoints(self, fresh: bool = False) -> Path:
+        """The checkpoint folder, checked against the settings that wrote it: removed first
+        when ``fresh`` (a forced rerun starts from step 0); ValueError when another setting
+        made it."""
+        if fresh:
+            self.clear_checkpoints()
+        marker = self.checkpoints / SETTINGS_FILE
+        ours = {"config_hash": self.config_hash, "workers": self.config.training.workers}
+        if marker.is_file():
+            theirs = json.loads(marker.read_text())
+            if theirs != ours:
+                raise ValueError(f"{self.checkpoints} holds checkpoints of other settings "
+                                 f"({theirs}, ours {ours}); delete it, or rerun with --force to "
+                                 "start afresh")
+        else:
+            self.checkpoints.mkdir(parents=True, exist_ok=True)
+            marker.write_text(json.dumps(ours))
+        return self.checkpoints
+
+    def clear_checkpoints(self) -> None:
+        shutil.rmtree(self.checkpoints, ignore_errors=True)
+
+    def saved_steps(self) -> list[int]:
+        """Steps whose checkpoint folders exist (the newest may be incomplete: Ray Train, not
+        this list, decides which one is resumed)."""
+        run = self.checkpoints / RUN_NAME
+        if not run.is_dir():
+            return []
+        return sorted(int(p.name.split("-")[1]) for p in run.glob("step-*") if p.is_dir()
+                      and p.name.split("-")[1].isdigit())
