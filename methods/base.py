@@ -35,6 +35,13 @@ def option(default: Any, help: str, **kwargs) -> Any:
     return field(default=default, metadata={"help": help, **kwargs})
 
 
+def chunk_option() -> Any:
+    """``replay_chunk``, shared by every method that takes full-vocabulary distributions of
+    its passes (one flag, one default)."""
+    return option(128, "response tokens per slice of the full-vocabulary replay distances "
+                       "(memory O(chunk*V))")
+
+
 @dataclass(frozen=True)
 class CommonOptions:
     """Options every method understands."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from methods.base import Pass, PassContext, option
+from methods.base import Pass, PassContext, chunk_option, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import replay_messages
@@ -33,8 +33,7 @@ class CortOptions:
                                    "sigmoid(delta))")
     cort_warmup: float = option(0.2, "CoRT: SmoothStep ramp length as a fraction of the "
                                      "training steps")
-    replay_chunk: int = option(128, "response tokens per slice of the full-vocabulary replay "
-                                    "distances (memory O(chunk*V))")
+    replay_chunk: int = chunk_option()
 
     def problems(self) -> list[str]:
         out = []

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from methods.base import Pass, PassContext, option
+from methods.base import Pass, PassContext, chunk_option, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import known_rewards, replay_messages
@@ -38,8 +38,7 @@ class MrtpoOptions:
                                 "text) | single | joint (one profile)")
     shuffle_relevance: bool = option(False, "MRTPO ablation: permute each response's relevance "
                                             "over its tokens")
-    replay_chunk: int = option(128, "response tokens per slice of the full-vocabulary replay "
-                                    "distances (memory O(chunk*V))")
+    replay_chunk: int = chunk_option()
 
     def problems(self) -> list[str]:
         out = []

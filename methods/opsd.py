@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from methods.base import LossTerm, PassContext, option
+from methods.base import LossTerm, PassContext, chunk_option, option
 from methods.contexts import known_rewards, replay_messages
 from methods.registry import add
 
@@ -27,8 +27,7 @@ class OpsdOptions:
     opsd_teacher: str = option("initial", "OPSD teacher: initial (the fixed initial policy) | "
                                           "current (the policy before this update)")
     opsd_coef: float = option(1.0, "OPSD: weight of the distillation loss")
-    replay_chunk: int = option(128, "response tokens per slice of the full-vocabulary replay "
-                                    "distances (memory O(chunk*V))")
+    replay_chunk: int = chunk_option()
 
     def problems(self) -> list[str]:
         out = []

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from methods.base import Pass, PassContext, option
+from methods.base import Pass, PassContext, chunk_option, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.registry import add
@@ -61,8 +61,7 @@ class VerpoOptions:
                                              "(authors: 0.0025)")
     verpo_cost_eps: float = option(2.5e-5, "VERPO: cost floor (authors: 2.5e-5)")
     verpo_proj_eps: float = option(1e-8, "VERPO: ridge of the FEC projection (authors: 1e-8)")
-    replay_chunk: int = option(128, "response tokens per slice of the full-vocabulary replay "
-                                    "distances (memory O(chunk*V))")
+    replay_chunk: int = chunk_option()
 
     def problems(self) -> list[str]:
         out = []
