@@ -138,6 +138,21 @@ def build_engine(config: RunConfig, mini_batch: int, source: str | None = None,
     return engine, cfg
 
 
+def placement() -> dict:
+    """Where this rank runs: its Ray node id (``local`` outside Ray) and host name."""
+    import socket
+
+    node = "local"
+    try:
+        import ray
+
+        if ray.is_initialized():
+            node = ray.get_runtime_context().get_node_id()
+    except ImportError:  # pragma: no cover - ray is part of every install
+        pass
+    return {"rank": rank(), "node": node, "host": socket.gethostname()}
+
+
 @contextlib.contextmanager
 def gathered_parameters(module, named=None) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """Full (name, tensor) pairs of a possibly ZeRO-3-partitioned module, for weight sync.

@@ -163,12 +163,15 @@ def items_hash(examples) -> str:
 
 
 def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: float,
-                train_examples=(), eval_examples=(), problems=()) -> dict:
+                train_examples=(), eval_examples=(), problems=(), workers=()) -> dict:
     """A result file's content (schema ``RESULT_SCHEMA``): what was measured, with the config,
     its hash, hashes of the training and evaluation items, package versions and the commit;
     ``problems``: the scorer's list of items it could not score fairly (``{"id", "problem"}``,
-    e.g. a gold query that fails), stored when there are any."""
+    e.g. a gold query that fails), stored when there are any; ``workers``: where each rank ran
+    (``{"rank", "node", "host"}``)."""
     extra = {"problems": list(problems)} if problems else {}
+    if workers:
+        extra["workers"] = list(workers)
     return {
         "schema": RESULT_SCHEMA,
         "task": config.task.task, "method": config.method.method, "model": config.model.model,

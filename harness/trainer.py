@@ -237,6 +237,7 @@ def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
     from harness.checkpoints.state import parameter_checksum
 
     checksum = parameter_checksum(trainer.engine.module)  # collective under ZeRO-3
+    workers = eng.all_gather_objects(eng.placement())  # which node each rank ran on
     evaluated = trainer.evaluate(reporter)
     if reporter is not None:
         reporter.close()
@@ -245,4 +246,4 @@ def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
     examples, responses = evaluated
     scored = trainer.task.score(examples, responses)
     return store_result(run, examples, responses, scored, history,
-                        time.perf_counter() - start, trainer.train_examples, checksum)
+                        time.perf_counter() - start, trainer.train_examples, checksum, workers)

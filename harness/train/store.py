@@ -27,7 +27,8 @@ def summarise_training(history: list[dict]) -> dict:
 
 def store_result(run, examples: list[Example], responses: list[str],
                  scored: dict, history: list[dict], wall: float,
-                 train_examples: Sequence[Example] = (), param_checksum: str = "") -> Path:
+                 train_examples: Sequence[Example] = (), param_checksum: str = "",
+                 workers: Sequence[dict] = ()) -> Path:
     """Predictions, then the training log, then the result JSON (the commit marker), at the
     seed's ``SeedRun`` paths."""
     config, path = run.config, run.result
@@ -44,5 +45,5 @@ def store_result(run, examples: list[Example], responses: list[str],
         train={**summarise_training(history), "final_param_sha256": param_checksum},
         wall_seconds=wall,
         train_examples=train_examples, eval_examples=examples,
-        problems=scored.get("problems", ())))
+        problems=scored.get("problems", ()), workers=workers))
     return path
