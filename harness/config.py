@@ -9,7 +9,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Optional
+from typing import Any
 
 import methods
 import tasks  # noqa: F401  (its families register their options)

@@ -208,7 +208,7 @@ def validate_result(data: Any, path: Path) -> dict:
         if value is not None and (not isinstance(value, _NUMBER) or isinstance(value, bool)):
             raise bad(f"metric {name!r} is not a number ({value!r})")
     try:
-        config = RunConfig.from_dict(data["config"])
+        RunConfig.from_dict(data["config"])  # a config this harness can read
     except (TypeError, ValueError) as exc:
         raise bad(f"its config cannot be read ({exc})") from None
     if version >= 1 and data["config_hash"] != config_hash(data["config"]):

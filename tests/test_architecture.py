@@ -3,14 +3,11 @@ the harness knows no method by name (its presets and the paper's table layouts a
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("common", "tasks", "methods", "harness")  # each may import only those before it
 # where method names may appear under harness/: presets and defaults (config.py), the
 # benchmarks' default comparisons (bench/), the paper's table and figure layouts (reports/)
 NAMED_OK = ("harness/config.py", "harness/bench/", "harness/reports/")
-
 
 
 

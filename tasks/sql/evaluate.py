@@ -77,13 +77,6 @@ class SqlOptions:
                           sample_rows=tc.sql_sample_rows)
 
 
-def make_job(example: Example, response: str, options: SqlOptions) -> dict:
-    """The sandbox job that checks one response to ``example`` (see ``worker.response``)."""
-    return {"op": "response", "response": response, "gold": example.reference,
-            "dbs": list(example.metadata["db_paths"]), "semantics": example.metadata["semantics"],
-            "keep_distinct": options.keep_distinct}
-
-
 # (databases, gold query, semantics, keep_distinct, limits) -> why the gold query fails, or
 # None; kept for the life of the process (a run): whether the gold runs is a property of the
 # item under these limits, never of the responses that happen to be checked against it
