@@ -190,13 +190,14 @@ def data_problems(config: RunConfig, train: Sequence) -> list[str]:
     from harness.data import get_task
 
     method = methods.get(config.method.method)
-    if not method.needs:
+    if not method.reads_verifier_info:
         return []
     task = get_task(config)
     for example in train:
         if not example.verifier_info:
+            passes = ", ".join(method.reads_verifier_info)
             return [f"method {config.method.method!r} re-reads each response with and without "
-                    f"its verifiers' information ({', '.join(method.needs)}), and the training "
+                    f"its verifiers' information ({passes}), and the training "
                     f"examples of task {task.name!r} carry none (first: {example.id!r}); use a "
                     "method without extra passes or a task family that provides it"]
     return []

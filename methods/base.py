@@ -103,6 +103,9 @@ class Pass:
     diagnose: Optional[Callable[[PassContext, Any, torch.Tensor], list]] = None
     summarise: Optional[Callable[[list], dict]] = None
     models: Callable[[Any], frozenset] = lambda options: frozenset({"policy"})
+    # it builds its contexts from the examples' verifier information (checked before Ray
+    # starts: a training set without it cannot serve this pass)
+    reads_verifier_info: bool = True
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ class LossTerm:
     loss: Callable[[torch.Tensor, Any, PassContext, Any], torch.Tensor]
     coef: Callable[[Any], float]
     models: Callable[[Any], frozenset] = lambda options: frozenset({"policy"})
+    reads_verifier_info: bool = True
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,11 @@ class Method:
     def needs(self) -> tuple[str, ...]:
         """Names of the extra forward passes and loss terms (Table 8's "extra passes")."""
         return tuple(p.name for p in self.passes) + tuple(t.forward for t in self.loss_terms)
+
+    @property
+    def reads_verifier_info(self) -> tuple[str, ...]:
+        """The passes and loss terms that build contexts from verifier information."""
+        return tuple(x.name for x in self.passes + self.loss_terms if x.reads_verifier_info)
 
     def models(self, options) -> frozenset:
         """Models its passes and loss terms read: policy | initial | current."""

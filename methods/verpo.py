@@ -210,5 +210,6 @@ add("verpo", "GRPO whose advantage is amplified, A(1 + lambda w_t), on tokens wh
     "re-implemented", options=(VerpoOptions,),
     passes=(Pass(PASS, "teacher replays of each response with positive, negative and no "
                        "evidence from its group [N, 3, T]", evidence,
-                 models=lambda o: frozenset({"policy", o.verpo_teacher})),),
+                 models=lambda o: frozenset({"policy", o.verpo_teacher}),
+                 reads_verifier_info=False),),  # its evidence is the group's own responses
     normaliser="grpo", allocation="verpo", reference="grpo")

@@ -71,6 +71,10 @@ def test_replay_needs_verifier_information_on_the_examples():
     found = checks.data_problems(config, bare)
     assert found and "carry none" in found[0] and "'x-0'" in found[0]
     assert checks.data_problems(cfg.resolve("smoke", {"method": "gdpo"}), bare) == []
+    # VERPO's evidence is the group's own responses: it needs no verifier information
+    assert checks.data_problems(cfg.resolve("smoke", {"method": "verpo"}), bare) == []
+    opsd = checks.data_problems(cfg.resolve("smoke", {"method": "opsd+grpo"}), bare)
+    assert opsd and "(opsd)" in opsd[0]
 
 
 @pytest.mark.model
