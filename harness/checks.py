@@ -6,8 +6,9 @@ every problem at once, so that one failed start lists all there is to fix.
 """
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Sequence
+
+from common.options import values_of
 
 from harness.config import RunConfig
 
@@ -114,8 +115,7 @@ def family_problems(config: RunConfig) -> list[str]:
     family = TASKS.get(config.task.task).family
     if family not in FAMILY_OPTIONS:
         return []
-    cls = FAMILY_OPTIONS.get(family)
-    return cls(**{f.name: getattr(config.task, f.name) for f in fields(cls)}).problems()
+    return values_of(config.task, FAMILY_OPTIONS.get(family)).problems()
 
 
 def model_problems(config: RunConfig, here: bool = True) -> list[str]:

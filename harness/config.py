@@ -13,6 +13,7 @@ from typing import Any
 
 import methods
 import tasks  # noqa: F401  (its families register their options)
+from common.options import merged_dataclass
 from common.registry import Registry
 from tasks.registry import FAMILY_OPTIONS
 from methods.base import make_options_class
@@ -152,13 +153,8 @@ def _task_config() -> type:
         ("eval_seed", "int", opt(1234, "seed of the --eval-limit subset (fixed across "
                                        "training seeds)")),
     ]
-    specs = list(base)
-    for family in FAMILY_OPTIONS.names():
-        for f in fields(FAMILY_OPTIONS.get(family)):
-            specs.append((f.name, f.type, field(default=f.default, metadata=f.metadata)))
-    cls = dataclasses.make_dataclass("TaskConfig", specs, frozen=True)
-    cls.__module__, cls.__qualname__ = __name__, "TaskConfig"
-    return cls
+    return merged_dataclass("TaskConfig", __name__,
+                            [FAMILY_OPTIONS.get(f) for f in FAMILY_OPTIONS.names()], extra=base)
 
 
 TaskConfig = _task_config()

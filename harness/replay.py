@@ -81,22 +81,27 @@ class PolicyContext:
     def of(cls, model, tokenizer, examples: Sequence[Any], response_ids: torch.Tensor,
            response_mask: torch.Tensor, reward_names: Sequence[str], temperature: float = 1.0,
            batch_size: int = 8, rewards: Optional[torch.Tensor] = None,
-           texts: Optional[Sequence[str]] = None, **models) -> "PolicyContext":
+           texts: Optional[Sequence[str]] = None,
+           reward_bounds: Optional[Sequence[tuple[float, float]]] = None,
+           **models) -> "PolicyContext":
         """A context over responses scored by one model (tools, benches and tests: no
-        training run around them); ``models``: more models by name (initial, current)."""
+        training run around them); ``reward_bounds``: default [0, 1] for each reward;
+        ``models``: more models by name (initial, current)."""
         n = len(examples)
+        bounds = reward_bounds if reward_bounds is not None else ((0.0, 1.0),) * len(reward_names)
         return cls({"policy": model, **models}, tokenizer, list(examples),
                    list(texts) if texts is not None else [""] * n, response_ids, response_mask,
                    rewards if rewards is not None else torch.zeros(n, len(reward_names)),
                    tuple(reward_names), torch.zeros(n, dtype=torch.long),
-                   reward_bounds=((0.0, 1.0),) * len(reward_names), temperature=temperature,
+                   reward_bounds=tuple(bounds), temperature=temperature,
                    batch_size=batch_size)
 
     def model(self, name: str):
         if self.models.get(name) is None:
+            kept = ", ".join(k for k, v in self.models.items() if v is not None)
             raise ValueError(f"a pass asked for the {name!r} model, which this run does not "
-                             f"keep (it has: {', '.join(k for k, v in self.models.items() if v is not None)}); "
-                             "declare it in the pass's or loss term's models()")
+                             f"keep (it has: {kept}); declare it in the pass's or loss term's "
+                             "models()")
         return self.models[name]
 
     def hidden(self, contexts: Sequence[list[dict]], rows: Sequence[int],

@@ -21,12 +21,12 @@ examples and rewards, and hidden states of a model under chat contexts the metho
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
+from common.options import merged_dataclass, values_of
 from methods.stats import CONVENTIONS, Conventions
 
 
@@ -194,32 +194,11 @@ class Method:
 
 
 
-def option_fields(classes: Sequence[type]) -> list[dataclasses.Field]:
-    """The fields of these option classes, each name once; a name declared twice must have
-    the same default (it is one flag)."""
-    seen: dict[str, dataclasses.Field] = {}
-    for cls in classes:
-        for f in dataclasses.fields(cls):
-            if f.name in seen:
-                if seen[f.name].default != f.default:
-                    raise ValueError(f"method option {f.name!r} is declared twice with "
-                                     f"different defaults ({seen[f.name].default!r} vs "
-                                     f"{f.default!r})")
-                continue
-            seen[f.name] = f
-    return list(seen.values())
-
-
 def make_options_class(name: str, module: str, classes: Sequence[type],
                        extra: Sequence[tuple] = ()) -> type:
-    """A frozen dataclass with every field of ``classes`` (and ``extra`` field specs first):
-    the options of every registered method in one object, as runs and flags carry them.
-    ``module``: where it is bound under ``name`` (so that pickling finds it)."""
-    specs = list(extra)
-    for f in option_fields(classes):
-        specs.append((f.name, f.type, field(default=f.default, metadata=f.metadata)))
-    cls = dataclasses.make_dataclass(name, specs, frozen=True)
-    cls.__module__, cls.__qualname__ = module, name
+    """The options of every registered method in one frozen dataclass (``extra`` field specs
+    first), as runs and flags carry them, with the conventions they name (``conv``)."""
+    cls = merged_dataclass(name, module, classes, extra)
 
     def conv(self) -> Conventions:
         return CONVENTIONS[self.conventions]
@@ -228,13 +207,5 @@ def make_options_class(name: str, module: str, classes: Sequence[type],
     return cls
 
 
-def values_of(options, cls: type) -> Any:
-    """An instance of option class ``cls`` with the values ``options`` carries (its defaults
-    for fields ``options`` lacks: a plugin method registered after the run's config class was
-    made)."""
-    return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)
-                  if hasattr(options, f.name)})
-
-
 __all__ = ["AdvantageOutput", "CommonOptions", "LossTerm", "Method", "Parts", "Pass",
-           "PassContext", "make_options_class", "option", "option_fields", "values_of"]
+           "PassContext", "make_options_class", "option", "values_of"]

@@ -139,22 +139,23 @@ def test_a_killed_worker_is_restarted_from_the_last_checkpoint(tmp_path):
 def test_checkpoints_of_other_settings_are_never_resumed(tmp_path):
     from dataclasses import replace
 
-    from harness.checkpoints import store
     from harness.plugins import load_plugins
+    from harness.seedrun import SETTINGS_FILE, SeedRun
 
     load_plugins((TOY,))
     config = resolve("smoke", {**TINY, "results_dir": str(tmp_path / "r"),
                                "checkpoint_dir": str(tmp_path / "ck")})
-    folder = store.prepare(config)
-    assert folder == store.seed_folder(config) and folder.is_relative_to(tmp_path / "ck")
-    assert store.prepare(config) == folder  # the same settings: resumable
+    run = SeedRun.of(config)
+    folder = run.prepare_checkpoints()
+    assert folder == run.checkpoints and folder.is_relative_to(tmp_path / "ck")
+    assert SeedRun.of(config).prepare_checkpoints() == folder  # the same settings: resumable
     other = replace(config, training=replace(config.training, lr=0.5))
-    assert store.seed_folder(other) != folder  # another setting has its own folder anyway
+    assert SeedRun.of(other).checkpoints != folder  # another setting has its own folder anyway
     # a folder whose marker says otherwise (settings edited under the same name) is refused
-    (folder / store.SETTINGS_FILE).write_text(json.dumps({"config_hash": "x", "workers": 1}))
+    (folder / SETTINGS_FILE).write_text(json.dumps({"config_hash": "x", "workers": 1}))
     with pytest.raises(ValueError, match="checkpoints of other settings"):
-        store.prepare(config)
-    assert store.prepare(config, fresh=True) == folder  # --force starts afresh
+        run.prepare_checkpoints()
+    assert run.prepare_checkpoints(fresh=True) == folder  # --force starts afresh
 
 
 def test_trainer_state_round_trips_rng_and_sampler(tmp_path):

@@ -1,11 +1,11 @@
-"""Where a seed's checkpoints live, and the Ray Train calls that write and find them.
+"""The Ray Train calls that write and find a seed's checkpoints.
 
-``<checkpoint_dir>/<task>/<method>/<model>/<setting>/seed<k>/`` is the Ray Train storage path
-of the seed's fit, under a fixed run name: Ray Train keeps its registry of complete checkpoints
-there, prunes old ones (``CheckpointConfig(num_to_keep=...)``) and, when a fit of the same name
-starts again in the same storage, resumes it from the latest complete checkpoint. A file beside
-the run records the settings' hash, so that checkpoints made with other settings are never
-resumed.
+``SeedRun.checkpoints`` (harness/seedrun.py: ``<checkpoint_dir>/<task>/<method>/<model>/
+<setting>/seed<k>/``) is the Ray Train storage path of the seed's fit, under a fixed run name:
+Ray Train keeps its registry of complete checkpoints there, prunes old ones
+(``CheckpointConfig(num_to_keep=...)``) and, when a fit of the same name starts again in the
+same storage, resumes it from the latest complete checkpoint. A file beside the run records the
+settings' hash, so that checkpoints made with other settings are never resumed.
 """
 from __future__ import annotations
 
@@ -13,27 +13,6 @@ import contextlib
 import tempfile
 from pathlib import Path
 from typing import Iterator
-
-from harness.config import RunConfig
-
-from harness.seedrun import RUN_NAME, SETTINGS_FILE, SeedRun  # noqa: F401
-
-
-def seed_folder(config: RunConfig) -> Path:
-    return SeedRun.of(config).checkpoints
-
-
-def prepare(config: RunConfig, fresh: bool = False) -> Path:
-    return SeedRun.of(config).prepare_checkpoints(fresh)
-
-
-def clear(config: RunConfig) -> None:
-    SeedRun.of(config).clear_checkpoints()
-
-
-def saved_steps(config: RunConfig) -> list[int]:
-    return SeedRun.of(config).saved_steps()
-
 
 class RayCheckpointer:
     """Inside a Ray Train worker: the latest checkpoint to resume from, and saving one."""

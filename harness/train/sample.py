@@ -16,8 +16,7 @@ from tasks.base import Example, Task
 class Sampled:
     """One step's responses: this worker's rows, and what every worker's rows share."""
 
-    examples: list[Example]  # this worker's prompts
-    rollout: Rollout  # this worker's responses (row i answers examples[rollout.example_index[i]])
+    rollout: Rollout  # this worker's responses
     rewards: list[list[float]]  # [n_local][K]
     rows: list[Example]  # [n_local] the Example each response answers
     groups: list[int]  # [n_local] the step's global prompt index of each response
@@ -63,7 +62,7 @@ def sample(engine, task: Task, prompts: Sequence[Example], step_prompts: Sequenc
     all_lengths = torch.tensor([x for p in parts for x in p[1]])
     metrics["response_length"] = float(all_lengths.float().mean())
     return Sampled(
-        examples, ro, rewards, rows, groups,
+        ro, rewards, rows, groups,
         all_rewards=torch.tensor([x for p in parts for x in p[0]],
                                  dtype=torch.float32).reshape(len(all_lengths), -1),
         all_lengths=all_lengths, all_groups=torch.tensor([x for p in parts for x in p[2]]),

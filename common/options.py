@@ -1,0 +1,42 @@
+"""Option classes merged into one: several frozen dataclasses whose fields (each a flag, with
+its help in ``metadata``) become the fields of one class that a run's config carries."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+
+def merged_fields(classes: Sequence[type]) -> list[dataclasses.Field]:
+    """The fields of these option classes, each name once; a name declared twice must have
+    the same default (it is one flag)."""
+    seen: dict[str, dataclasses.Field] = {}
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            if f.name in seen:
+                if seen[f.name].default != f.default:
+                    raise ValueError(f"option {f.name!r} is declared twice with different "
+                                     f"defaults ({seen[f.name].default!r} vs {f.default!r})")
+                continue
+            seen[f.name] = f
+    return list(seen.values())
+
+
+def merged_dataclass(name: str, module: str, classes: Sequence[type],
+                     extra: Sequence[tuple] = ()) -> type:
+    """A frozen dataclass with the ``extra`` field specs first, then every field of
+    ``classes``. ``module``: where it is bound under ``name`` (so that pickling finds it)."""
+    specs = list(extra)
+    for f in merged_fields(classes):
+        specs.append((f.name, f.type, dataclasses.field(default=f.default,
+                                                         metadata=f.metadata)))
+    cls = dataclasses.make_dataclass(name, specs, frozen=True)
+    cls.__module__, cls.__qualname__ = module, name
+    return cls
+
+
+def values_of(options: Any, cls: type) -> Any:
+    """An instance of option class ``cls`` with the values ``options`` carries (its defaults
+    for fields ``options`` lacks, e.g. a plugin's, registered after the run's config class was
+    made)."""
+    return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)
+                  if hasattr(options, f.name)})
