@@ -142,14 +142,9 @@ def placement() -> dict:
     """Where this rank runs: its Ray node id (``local`` outside Ray) and host name."""
     import socket
 
-    node = "local"
-    try:
-        import ray
+    import ray
 
-        if ray.is_initialized():
-            node = ray.get_runtime_context().get_node_id()
-    except ImportError:  # pragma: no cover - ray is part of every install
-        pass
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
     return {"rank": rank(), "node": node, "host": socket.gethostname()}
 
 
