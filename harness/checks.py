@@ -29,7 +29,6 @@ def local_responses(config: RunConfig, world: int) -> int:
 
 
 PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-ENGINES = ("hf", "vllm")
 
 
 def settings_problems(config: RunConfig, world: int | None = None,
@@ -146,6 +145,8 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
     if t.use_gpu and cuda is False:
         out.append("use_gpu is set but this machine has no CUDA device; use --no-use-gpu "
                    "(the smoke presets) or run on a GPU machine with the gpu extra")
+    from harness.rollouts import ENGINES
+
     if r.engine not in ENGINES:
         out.append(f"unknown engine {r.engine!r}; use one of {', '.join(ENGINES)}")
     elif r.engine == "vllm":
@@ -171,6 +172,10 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
         if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:
             out.append("vllm_sync_bucket_mb must be 1 or more, vllm_check_every and "
                        "vllm_sync_tolerance >= 0")
+    elif r.engine == "lean":
+        out += lean_problems(config, here)
+    if r.rollout_logprob_tolerance < 0:
+        out.append(f"rollout_logprob_tolerance is {r.rollout_logprob_tolerance}; use >= 0")
     if t.placement_strategy not in PLACEMENTS:
         out.append(f"unknown placement_strategy {t.placement_strategy!r}; use one of "
                    f"{', '.join(PLACEMENTS)}")
@@ -179,6 +184,31 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
                    "--use-gpu")
     if t.cpus_per_worker < 0:
         out.append(f"cpus_per_worker is {t.cpus_per_worker}; use 0 (auto) or more")
+    return out
+
+
+def lean_problems(config: RunConfig, here: bool = True) -> list[str]:
+    """The lean engine samples on the CPU, in bf16 or fp32, for Llama-style models only."""
+    r, out = config.rollout, []
+    if config.training.use_gpu:
+        out.append("--engine lean samples on the CPU; with --use-gpu use --engine vllm (or hf)")
+    if r.rollout_dtype not in ("bfloat16", "float32"):
+        out.append(f"rollout_dtype is {r.rollout_dtype!r}; use bfloat16 or float32")
+    from pathlib import Path
+
+    from harness import assets
+
+    name = config.model.model
+    if here and (name == assets.SMOLLM2_NAME or Path(name).expanduser().is_dir()):
+        from transformers import AutoConfig
+
+        from harness.models import resolve
+        from harness.rollouts.lean import unsupported
+
+        why = unsupported(AutoConfig.from_pretrained(resolve(name)))
+        if why:
+            out.append(f"--engine lean cannot run {config.model.model}: {'; '.join(why)}; use "
+                       "--engine hf")
     return out
 
 

@@ -39,7 +39,7 @@ echo "== vLLM API used by the engine"
 
 echo "== rollout tokens/s: vLLM vs HF generate, same prompts (32 prompts x G=4)"
 "$py" -m harness bench rollout --preset smoke --task bfcl --use-gpu --dtype bfloat16 \
-    --engine vllm --group-size 4 --batch-sizes 128 --max-response-tokens 256 \
+    --candidates hf-bf16,vllm --group-size 4 --batch-sizes 128 --max-response-tokens 256 \
     --label gpu-rollout --output-dir "$out"
 
 echo "== one MRTPO and one GDPO step with vLLM rollouts, then a 32-item BFCL evaluation"

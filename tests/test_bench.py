@@ -1,5 +1,6 @@
 """The bench suite's reports: what ran, on which machine, written where asked."""
 import json
+import math
 
 import pytest
 
@@ -50,10 +51,15 @@ def test_one_shot_prompt_appends_a_worked_example():
 def test_bench_rollout_counts_generated_tokens(tmp_path):
     assert cli.main(["bench", "rollout", "--preset", "smoke", "--task", "bfcl", "--model",
                      "tiny-random", "--max-response-tokens", "5", "--group-size", "2",
-                     "--batch-sizes", "2,4", "--label", "r", "--output-dir", str(tmp_path)]) == 0
+                     "--batch-sizes", "2,4", "--candidates", "hf,lean-fp32", "--repeats", "1",
+                     "--label", "r", "--output-dir", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "r.json").read_text())
-    assert [row[:2] for row in data["rows"]] == [["hf", 2], ["hf", 4]]
+    assert [row[:2] for row in data["rows"]] == [["hf", 2], ["lean-fp32", 2], ["hf", 4],
+                                                 ["lean-fp32", 4]]
     assert all(0 < row[2] <= row[1] * 5 and row[3] > 0 for row in data["rows"])
+    # hf reports no sampling log-probs; the fp32 lean engine samples the policy's own
+    assert math.isnan(data["rows"][0][7]) and data["rows"][1][7] < 1e-4
+    assert 0 <= data["machine"]["other_cpu_share"] <= 1
     assert cli.main(["bench", "rollout", "--preset", "smoke", "--model", "tiny-random",
                      "--group-size", "4", "--batch-sizes", "6", "--output-dir",
                      str(tmp_path)]) == 2  # not a multiple of G

@@ -26,8 +26,43 @@ def machine() -> dict:
 
 
 def machine_line(m: dict) -> str:
-    return (f"{m['cores']} cores, {m['torch_threads']} torch threads, torch {m['torch']}, "
+    line = (f"{m['cores']} cores, {m['torch_threads']} torch threads, torch {m['torch']}, "
             f"{m['device']}, commit {m['git_commit']}, {m['date']}")
+    if "other_cpu_share" in m:
+        line += (f"; other processes used {100 * m['other_cpu_share']:.1f} % of the CPUs during "
+                 f"the run (load average {m['loadavg_before']:.2f} before, "
+                 f"{m['loadavg_after']:.2f} after)")
+    return line
+
+
+def _busy_and_total() -> tuple[float, float]:
+    """Seconds of CPU time all processes used since boot (busy) and the CPUs' total."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - idle) / hz, sum(fields[:8]) / hz
+
+
+class LoadMeter:
+    """The CPU share that processes other than this one and its waited-for children took
+    between ``start`` and ``stop``: a bench run on a busy machine says so in its report."""
+
+    def start(self) -> "LoadMeter":
+        self.loadavg_before = os.getloadavg()[0]
+        self.busy0, self.total0 = _busy_and_total()
+        self.own0 = self._own()
+        return self
+
+    @staticmethod
+    def _own() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def stop(self) -> dict:
+        busy, total = _busy_and_total()
+        other = max(0.0, (busy - self.busy0) - (self._own() - self.own0))
+        return {"other_cpu_share": other / max(total - self.total0, 1e-9),
+                "loadavg_before": self.loadavg_before, "loadavg_after": os.getloadavg()[0]}
 
 
 def write(name: str, data: dict, markdown: str, folder: Path | None = None) -> tuple[Path, Path]:

@@ -1,7 +1,8 @@
 """Rollout engines: turn Examples into sampled responses (token ids + masks + text).
 
 Every engine follows ``RolloutEngine`` (base.py) and is registered in ``ENGINES`` by name with
-its builder; the trainer builds the one ``--engine`` names and knows none of them. ``hf``:
+its builder; the trainer builds the one ``--engine`` names and knows none of them. ``lean``
+(the CPU default): a decode loop at the CPU's limit for Llama-style models (lean.py). ``hf``:
 transformers ``generate`` on a plain copy of the policy (CPU or one GPU). ``vllm``: a vLLM
 engine colocated in each Ray Train worker (GPU), sleeping while the policy trains.
 """
@@ -43,6 +44,16 @@ def _vllm(config, source, tokenizer, plain):
         check_every=r.vllm_check_every, tolerance=r.vllm_sync_tolerance)
 
 
+def _lean(config, source, tokenizer, plain):
+    from harness.rollouts.lean import LeanRollout
+
+    return LeanRollout(plain(), tokenizer, config.rollout.rollout_dtype,
+                       rows_hint=config.rollout.group_size)
+
+
+ENGINES.add("lean", EngineEntry(_lean, "the CPU engine: a static cache and fused, pre-packed "
+                                       "bf16 matmuls over a plain copy of the policy "
+                                       "(Llama, Mistral, Qwen2, Qwen3)"))
 ENGINES.add("hf", EngineEntry(_hf, "transformers generate on a plain copy of the policy"))
 ENGINES.add("vllm", EngineEntry(_vllm, "a vLLM engine colocated on each worker's GPU"))
 

@@ -19,6 +19,9 @@ class Rollout:
     response_mask: torch.Tensor  # [N, T] {0,1}: tokens up to and including the first EOS
     texts: list[str]  # N decoded responses (special tokens dropped)
     example_index: list[int]  # N: which input example each row answers
+    # [N, T] the log-prob (at the sampling temperature) each response token was drawn with by
+    # the engine, 0 past the response; None where the engine does not report it
+    logprobs: Optional[torch.Tensor] = None
 
 
 class RolloutEngine(Protocol):
@@ -96,3 +99,21 @@ def response_mask_from_ids(ids: torch.Tensor, eos_ids: Sequence[int]) -> torch.T
     # number of EOS strictly before each position; a token is valid while that count is 0
     before = torch.cumsum(is_eos.to(torch.int32), dim=1) - is_eos.to(torch.int32)
     return (before == 0).to(torch.long)
+
+
+def greedy_in_batches(engine, examples: Sequence[Example], max_new_tokens: int,
+                      batch_size: int, progress: Optional[Callable] = None) -> list[str]:
+    """Greedy responses for evaluation with an engine's ``generate``, batched by prompt length
+    to limit padding; in the examples' order."""
+    ids = engine.encode(examples)
+    order = sorted(range(len(examples)), key=lambda i: len(ids[i]))
+    out: list[str] = [""] * len(examples)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        r = engine.generate([examples[i] for i in chunk], 1, max_new_tokens, greedy=True,
+                            prompt_ids=[ids[i] for i in chunk])
+        for i, text in zip(chunk, r.texts):
+            out[i] = text
+        if progress is not None:
+            progress(len(chunk))
+    return out

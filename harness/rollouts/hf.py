@@ -6,8 +6,8 @@ from typing import Sequence
 
 import torch
 
-from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids, left_pad,
-                                   response_mask_from_ids)
+from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids,
+                                   greedy_in_batches, left_pad, response_mask_from_ids)
 from tasks.base import Example
 
 
@@ -122,15 +122,4 @@ class HFRollout:
     def generate_eval(self, examples: Sequence[Example], max_new_tokens: int,
                       batch_size: int, progress=None) -> list[str]:
         """Greedy responses for evaluation, batched by prompt length to limit padding."""
-        ids = self.encode(examples)
-        order = sorted(range(len(examples)), key=lambda i: len(ids[i]))
-        out: list[str] = [""] * len(examples)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            r = self.generate([examples[i] for i in chunk], 1, max_new_tokens, greedy=True,
-                              prompt_ids=[ids[i] for i in chunk])
-            for i, text in zip(chunk, r.texts):
-                out[i] = text
-            if progress is not None:
-                progress(len(chunk))
-        return out
+        return greedy_in_batches(self, examples, max_new_tokens, batch_size, progress)

@@ -78,6 +78,29 @@ def micro_loss(logp, logits, rows: list[int], data: StepData, method, options, c
     return loss, info
 
 
+def sampling_gap(logp: torch.Tensor, engine_logp: torch.Tensor, mask: torch.Tensor
+                 ) -> tuple[float, float, int]:
+    """[n, T] the policy's and the rollout engine's log-probs of the same sampled tokens, [n, T]
+    {0, 1} mask -> (sum |diff|, max |diff|, tokens) over the masked tokens."""
+    diff = (logp.double() - engine_logp.double()).abs()[mask.bool()]
+    if diff.numel() == 0:
+        return 0.0, 0.0, 0
+    return float(diff.sum()), float(diff.max()), int(diff.numel())
+
+
+def check_sampling_gap(total: float, worst: float, tokens: int, tolerance: float) -> float:
+    """The mean gap; raise past ``tolerance`` (the engine sampled from another policy)."""
+    mean = total / tokens
+    if not mean <= tolerance:  # NaN fails too
+        raise RuntimeError(
+            f"the rollout engine sampled from another policy than the one trained: mean "
+            f"|log-prob difference| {mean:.4f} (max {worst:.4f}) over {tokens} sampled tokens "
+            f"exceeds --rollout-logprob-tolerance {tolerance}. A weight sync that missed "
+            "parameters or an engine bug would do this; --rollout-dtype float32 samples the "
+            "policy's exact distribution")
+    return mean
+
+
 def update(engine, ds_config: dict, world: int, data: StepData, method, options, config,
            pad_id: int) -> dict:
     """PPO epochs x mini-batches of optimizer steps over this step's rollouts; metrics."""
@@ -93,6 +116,8 @@ def update(engine, ds_config: dict, world: int, data: StepData, method, options,
     skipped = stepped = forwarded = 0
     plain_norm = None
     clock = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+    engine_logp = data.rollout.logprobs  # how the engine sampled, where it says
+    gap = [0.0, 0.0, 0]  # sum, max, tokens: on the forwards before the first optimizer step
     for _ in range(t.ppo_epochs):
         for m0 in range(0, n, mini):
             if t.loss_agg == "token-mean":
@@ -111,6 +136,9 @@ def update(engine, ds_config: dict, world: int, data: StepData, method, options,
                                                  pack=t.pack_prompts, pad_id=pad_id)
                 loss, info = micro_loss(logp, logits, rows, data, method, options, config, agg,
                                         mb)
+                if engine_logp is not None and stepped == 1:  # the policy that sampled
+                    g = sampling_gap(logp.detach().cpu(), engine_logp[rows], mask_all[rows])
+                    gap = [gap[0] + g[0], max(gap[1], g[1]), gap[2] + g[2]]
                 # the optimizer steps after this mini-batch's last micro-batch, however many
                 # ran (DeepSpeed's own count assumes all of them)
                 engine.set_gradient_accumulation_boundary(c == len(chunks) - 1)
@@ -135,4 +163,8 @@ def update(engine, ds_config: dict, world: int, data: StepData, method, options,
     if norm is not None:
         out["grad_norm"] = float(norm)
     out.update({f"time/{k}": v for k, v in clock.items()})
+    if gap[2]:
+        out["rollout/logprob_gap"] = check_sampling_gap(
+            *gap, config.rollout.rollout_logprob_tolerance)
+        out["rollout/logprob_gap_max"] = gap[1]
     return out
