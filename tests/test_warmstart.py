@@ -126,7 +126,7 @@ def test_sft_loss_decreases_and_folder_loads_back(tmp_path, process_group, monke
     assert any(not torch.equal(a, b) for a, b in zip(trained.parameters(), base.parameters()))
     # an RL run with --warm-start starts from exactly these weights
     trainer = Trainer(replace(config, training=replace(config.training, steps=0)))
-    got = dict(trainer.rollout.model.named_parameters())
+    got = dict(trainer.rollout.plain_model.named_parameters())
     assert all(torch.equal(p, got[n]) for n, p in trained.named_parameters())
 
 

@@ -10,13 +10,15 @@ newer benches also write a report with the machine under ``results/bench/``.
 - ``bench replay`` (``replay.py``): replay time vs one forward at several K, and replay memory
   vs response length at a 152k vocabulary.
 - ``bench steps`` (``stored.py``): step-time ratios of stored runs.
+- ``bench launch`` (``launch.py``): a real run's start-up and the CPU share of Ray's control
+  processes while it trains.
 - ``bench sql`` (``sql.py``): text-to-SQL reward throughput vs worker processes.
 """
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from harness.bench import replay, rollout, signal, sql, step, stored, vs_trl
+    from harness.bench import launch, replay, rollout, signal, sql, step, stored, vs_trl
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
     which = bench.add_subparsers(dest="bench", required=True)
@@ -25,6 +27,7 @@ def add_parser(sub) -> None:
     signal.add_parser(which)
     rollout.add_parser(which)
     replay.add_parser(which)
+    launch.add_parser(which)
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")
     steps.add_argument("runs", nargs="+", help="result folders (…/<setting>/)")
     steps.set_defaults(bench_fn=stored.bench_steps)
