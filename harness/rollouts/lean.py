@@ -124,6 +124,7 @@ class LeanDecoder:
         self.scaling = attn.scaling
         self.eps = c.rms_norm_eps
         self.rotary = model.model.rotary_emb
+        self.rope_table = (torch.empty(0, self.head_dim), torch.empty(0, self.head_dim))
         self.load()
         # the cache: each prompt's keys/values once ([U, kv, P, d] per layer, left-padded),
         # each row's generated ones ([N, kv, capacity, d]); filled by prefill and step
@@ -148,28 +149,45 @@ class LeanDecoder:
         self.layers = []
         for layer in m.layers:
             a, f = layer.self_attn, layer.mlp
+            # the attention's 1/sqrt(d) is folded into the queries (rotation is linear): into
+            # q_proj, or into q_norm's weight where that comes after it (Qwen3)
+            q_scale = 1.0 if hasattr(a, "q_norm") else self.scaling
+            bias = cat_bias(a.q_proj, a.k_proj, a.v_proj)
+            if bias is not None:
+                bias = torch.cat([bias[:a.q_proj.out_features] * q_scale,
+                                  bias[a.q_proj.out_features:]])
             self.layers.append(Layer(
-                qkv=Linear(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                           cat_bias(a.q_proj, a.k_proj, a.v_proj), dt, pk, rows),
+                qkv=Linear(torch.cat([a.q_proj.weight * q_scale, a.k_proj.weight,
+                                      a.v_proj.weight]), bias, dt, pk, rows),
                 o=Linear(a.o_proj.weight, a.o_proj.bias, dt, pk, rows),
                 gate_up=Linear(torch.cat([f.gate_proj.weight, f.up_proj.weight]),
                                cat_bias(f.gate_proj, f.up_proj), dt, pk, rows),
                 down=Linear(f.down_proj.weight, f.down_proj.bias, dt, pk, rows),
                 norm_in=layer.input_layernorm.weight.detach().float(),
                 norm_post=layer.post_attention_layernorm.weight.detach().float(),
-                q_norm=a.q_norm.weight.detach().float() if hasattr(a, "q_norm") else None,
+                q_norm=(a.q_norm.weight.detach().float() * self.scaling
+                        if hasattr(a, "q_norm") else None),
                 k_norm=a.k_norm.weight.detach().float() if hasattr(a, "k_norm") else None))
         self.norm = m.norm.weight.detach().float()
         self.embed = m.embed_tokens.weight  # read per token: no copy
         head = self.model.get_output_embeddings()
         self.lm_head = Linear(head.weight, head.bias, dt, pk, rows)
 
+    def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[N, S] positions -> [N, 1, S, d] fp32 cos and sin, from a table of the model's own
+        rotary embedding (its scaling included), grown by doubling when a position passes it."""
+        need = int(positions.max()) + 1
+        if need > self.rope_table[0].shape[0]:
+            size = max(need, 2 * self.rope_table[0].shape[0], 512)
+            cos, sin = self.rotary(torch.zeros(1, dtype=torch.float32), torch.arange(size)[None])
+            self.rope_table = (cos[0].float(), sin[0].float())
+        return self.rope_table[0][positions][:, None], self.rope_table[1][positions][:, None]
+
     def _layers(self, x: torch.Tensor, positions: torch.Tensor, attend: Callable) -> torch.Tensor:
         """[N, S, D] fp32 hidden states at [N, S] positions -> final-normed [N, S, D];
         ``attend(i, q, k, v)`` stores layer i's keys/values and returns the attention."""
         n, s, _ = x.shape
-        cos, sin = self.rotary(x, positions)
-        cos, sin = cos.float()[:, None], sin.float()[:, None]
+        cos, sin = self._rope(positions)
         h, kv, d = self.heads, self.kv_heads, self.head_dim
         for i, layer in enumerate(self.layers):
             y = layer.qkv(rms_norm(x, layer.norm_in, self.eps).to(self.dtype)).float()
@@ -218,7 +236,7 @@ class LeanDecoder:
                 self.v_prompt[i][j, :, p - n:] = v[0]
                 out = F.scaled_dot_product_attention(
                     q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), is_causal=True,
-                    scale=self.scaling)
+                    scale=1.0)  # the queries carry the scaling
                 return out.transpose(1, 2).reshape(1, n, -1)
 
             ids = torch.tensor([list(prompt)])
@@ -255,8 +273,8 @@ class LeanDecoder:
             sp = torch.matmul(qp, kp.transpose(-1, -2))  # [U, kv, r*g, P]
             sp = sp.view(u, kv, r, g, p).transpose(1, 2).reshape(n, kv, g, p)
             sg = torch.matmul(q, kg[:, :, :col + 1].transpose(-1, -2))  # [N, kv, g, t]
-            probs = torch.softmax(torch.cat([sp * self.scaling + self.prompt_bias,
-                                             sg * self.scaling], dim=-1), dim=-1)
+            # the queries carry the 1/sqrt(d) scaling (load)
+            probs = torch.softmax(torch.cat([sp + self.prompt_bias, sg], dim=-1), dim=-1)
             pp = probs[..., :p].reshape(u, r, kv, g, p).transpose(1, 2).reshape(u, kv, r * g, p)
             out = torch.matmul(pp, vp).view(u, kv, r, g, d).transpose(1, 2).reshape(n, kv, g, d)
             out = out + torch.matmul(probs[..., p:], vg[:, :, :col + 1])
