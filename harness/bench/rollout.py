@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import time
 
 CANDIDATES = ("hf", "hf-bf16", "lean-fp32", "lean", "vllm")
@@ -56,6 +57,20 @@ def logprob_gap(model, out, temperature: float) -> float:
         policy = sequence_logprobs(model, out, list(range(len(out.texts))), temperature)
     mask = out.response_mask.bool()
     return float((policy - out.logprobs)[mask].abs().double().mean())
+
+
+def render(data: dict) -> str:
+    """The report's Markdown from its JSON."""
+    from harness.bench import report
+
+    rows = data["rows"]
+    first = rows[0][0]
+    table = [[*row[:7], "n/a" if math.isnan(row[7]) else f"{row[7]:.4f}"] for row in rows]
+    return (f"# {data['label']}\n\n{data['what']}\n\nMachine: "
+            f"{report.machine_line(data['machine'])}\n\n"
+            + report.markdown_table(["engine", "rows", "tokens", "seconds", "tokens/s",
+                                     f"x {first}", "longest response",
+                                     "mean abs log-prob gap to the fp32 policy"], table))
 
 
 def bench_rollout(args: argparse.Namespace) -> int:
@@ -125,12 +140,9 @@ def bench_rollout(args: argparse.Namespace) -> int:
             f"{r.top_p}, top-k {r.top_k}; tokens and seconds summed over {args.repeats} timed runs "
             f"(seeds {config.seed + 1}..{config.seed + args.repeats}, the same for every "
             "candidate) after one untimed")
-    md = (f"# {args.label}\n\n{what}\n\nMachine: {report.machine_line(m)}\n\n"
-          + report.markdown_table(["engine", "rows", "tokens", "seconds", "tokens/s",
-                                   f"x {names[0]}", "longest response",
-                                   "mean abs log-prob gap to the fp32 policy"], rows))
-    js, mdp = report.write(args.label, {"bench": "rollout", "machine": m, "rows": rows,
-                                        "config": config.to_dict()}, md, args.output_dir)
+    data = {"bench": "rollout", "label": args.label, "what": what, "machine": m, "rows": rows,
+            "config": config.to_dict()}
+    js, mdp = report.write(args.label, data, render(data), args.output_dir)
     print(f"wrote {js} and {mdp}")
     return 0
 
