@@ -36,6 +36,10 @@ from tasks.base import Example, Task
 
 class Trainer:
     def __init__(self, config: RunConfig) -> None:
+        # where a worker's start-up goes: seconds since its process started at each mark (the
+        # first step's log carries them as startup/<mark>)
+        self.startup: dict[str, float] = {}
+        self._mark("trainer_begin")
         load_plugins(config.plugins)
         self.config = config
         self.rank, self.world = eng.rank(), eng.world_size()
@@ -62,6 +66,7 @@ class Trainer:
 
         self.rollout = ENGINES.get(config.rollout.engine).build(config, source, self.tokenizer,
                                                                 plain_copy)
+        self._mark("rollout_engine_built")
         # a plain copy of the current policy: the engine's own, or one of ours when a method
         # reads it and the engine keeps none
         self.plain = self.rollout.plain_model
@@ -69,6 +74,7 @@ class Trainer:
             self.plain = plain_copy()
         self.engine, self.ds_config = eng.build_engine(
             config, self.local_n // t.ppo_mini_batches, source)
+        self._mark("deepspeed_engine_built")
         self.engine.train()
         self.train_examples = self._usable(load_train(config))
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
@@ -78,6 +84,12 @@ class Trainer:
         if "initial" in needs:
             self.initial_model = copy.deepcopy(self.plain).eval() if self.plain is not None \
                 else plain_copy()
+        self._mark("trainer_ready")
+
+    def _mark(self, name: str) -> None:
+        import psutil
+
+        self.startup[f"startup/{name}"] = time.time() - psutil.Process().create_time()
 
     def _usable(self, examples: list[Example]) -> list[Example]:
         ids = self.rollout.encode(examples)
@@ -182,6 +194,8 @@ class Trainer:
                 metrics["gpu/used_after_sync_gb"] = eng.gpu_used_gb()
                 metrics["gpu/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
             metrics["step"] = step + 1
+            if step == start:
+                metrics.update(self.startup)
             history.append(metrics)
             if log_path is not None:
                 with log_path.open("a") as fh:

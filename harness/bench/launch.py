@@ -107,7 +107,12 @@ def bench_launch(args: argparse.Namespace) -> int:
     wall = train_end - first_start
     cores = len(os.sched_getaffinity(0))
     total_control = sum(control.values())
-    m = {**report.machine(), **meter.stop()}
+    # the driver itself is a waited-for child (os.times counts it); its descendants are not
+    tree_total = sum(cpu for pid, (_, cpu) in samples[-1][1].items() if pid != proc.pid)
+    m = {**report.machine(), **meter.stop(own_extra=tree_total)}
+    marks = {k.split("/", 1)[1]: v for k, v in history[0].items() if k.startswith("startup/")}
+    phases = {p: statistics.median(h.get(f"time/{p}", 0.0) for h in history[1:] or history)
+              for p in ("generate", "rewards", "forward", "backward", "optimizer", "sync")}
     busiest = sorted(control.items(), key=lambda kv: -kv[1])[:8]
     summary = {
         "startup_s": first_start, "median_step_s": statistics.median(steps[1:] or steps),
@@ -115,7 +120,8 @@ def bench_launch(args: argparse.Namespace) -> int:
         "control_cpu_s": total_control, "worker_cpu_s": workers,
         "control_share_of_machine": total_control / (cores * wall),
         "control_per_worker_cpu": total_control / max(workers, 1e-9),
-        "control_by_process": dict(busiest), "total_wall_s": time.perf_counter() - start}
+        "control_by_process": dict(busiest), "total_wall_s": time.perf_counter() - start,
+        "worker_startup_marks_s": marks, "median_phases_s": phases}
     print(json.dumps(summary, indent=1))
     what = (f"`bench launch --task {args.task} --method {args.method} --steps {args.steps}"
             f"{' ' + ' '.join(args.extra) if args.extra else ''}`: `harness run --preset "
@@ -129,7 +135,12 @@ def bench_launch(args: argparse.Namespace) -> int:
           f"{100 * summary['control_per_worker_cpu']:.1f} %"]])
     by = report.markdown_table(["control process", "CPU s during training"],
                                [[k, v] for k, v in busiest])
-    md = (f"# {args.label}\n\n{what}\n\nMachine: {report.machine_line(m)}\n\n{table}\n{by}")
+    split = report.markdown_table(["phase (median step)", "s"], [[k, v] for k, v in phases.items()])
+    worker = report.markdown_table(
+        ["worker start-up mark", "s since the worker process started"],
+        [[k, v] for k, v in marks.items()])
+    md = (f"# {args.label}\n\n{what}\n\nMachine: {report.machine_line(m)}\n\n{table}\n"
+          f"{split}\n{worker}\n{by}")
     report.publish(args.label, {"bench": "launch", "machine": m, "command": cmd, **summary},
                    md, args.output_dir)
     return 0

@@ -58,9 +58,11 @@ class LoadMeter:
         t = os.times()
         return t.user + t.system + t.children_user + t.children_system
 
-    def stop(self) -> dict:
+    def stop(self, own_extra: float = 0.0) -> dict:
+        """``own_extra``: CPU seconds of this bench's own processes that ``os.times`` does not
+        see (descendants not waited for, such as a Ray cluster the bench started)."""
         busy, total = _busy_and_total()
-        other = max(0.0, (busy - self.busy0) - (self._own() - self.own0))
+        other = max(0.0, (busy - self.busy0) - (self._own() - self.own0) - own_extra)
         return {"other_cpu_share": other / max(total - self.total0, 1e-9),
                 "loadavg_before": self.loadavg_before, "loadavg_after": os.getloadavg()[0]}
 
