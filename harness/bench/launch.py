@@ -107,8 +107,12 @@ def bench_launch(args: argparse.Namespace) -> int:
     wall = train_end - first_start
     cores = len(os.sched_getaffinity(0))
     total_control = sum(control.values())
-    # the driver itself is a waited-for child (os.times counts it); its descendants are not
-    tree_total = sum(cpu for pid, (_, cpu) in samples[-1][1].items() if pid != proc.pid)
+    # every process's CPU as last seen (workers end before the driver's last sample); the
+    # driver itself is a waited-for child, which os.times counts already
+    last_seen: dict[int, float] = {}
+    for _, tree in samples:
+        last_seen.update({pid: cpu for pid, (_, cpu) in tree.items()})
+    tree_total = sum(cpu for pid, cpu in last_seen.items() if pid != proc.pid)
     m = {**report.machine(), **meter.stop(own_extra=tree_total)}
     marks = {k.split("/", 1)[1]: v for k, v in history[0].items() if k.startswith("startup/")}
     phases = {p: statistics.median(h.get(f"time/{p}", 0.0) for h in history[1:] or history)
