@@ -37,7 +37,7 @@ from tasks.base import Example, Task
 class Trainer:
     def __init__(self, config: RunConfig) -> None:
         # where a worker's start-up goes: seconds since its process started at each mark (the
-        # first step's log carries them as startup/<mark>)
+        # first step's log carries them as time/startup/<mark>)
         self.startup: dict[str, float] = {}
         self._mark("trainer_begin")
         load_plugins(config.plugins)
@@ -89,7 +89,7 @@ class Trainer:
     def _mark(self, name: str) -> None:
         import psutil
 
-        self.startup[f"startup/{name}"] = time.time() - psutil.Process().create_time()
+        self.startup[f"time/startup/{name}"] = time.time() - psutil.Process().create_time()
 
     def _usable(self, examples: list[Example]) -> list[Example]:
         ids = self.rollout.encode(examples)

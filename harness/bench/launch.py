@@ -114,7 +114,8 @@ def bench_launch(args: argparse.Namespace) -> int:
         last_seen.update({pid: cpu for pid, (_, cpu) in tree.items()})
     tree_total = sum(cpu for pid, cpu in last_seen.items() if pid != proc.pid)
     m = {**report.machine(), **meter.stop(own_extra=tree_total)}
-    marks = {k.split("/", 1)[1]: v for k, v in history[0].items() if k.startswith("startup/")}
+    marks = {k.split("/", 2)[2]: v for k, v in history[0].items()
+             if k.startswith("time/startup/")}
     phases = {p: statistics.median(h.get(f"time/{p}", 0.0) for h in history[1:] or history)
               for p in ("generate", "rewards", "forward", "backward", "optimizer", "sync")}
     busiest = sorted(control.items(), key=lambda kv: -kv[1])[:8]

@@ -30,10 +30,11 @@ def bench_steps(args: argparse.Namespace) -> int:
 
 
 def phase_split(steps: list[dict]) -> dict[str, float]:
-    """Mean seconds per logged phase (``time/*`` but the whole step), then the largest value
-    of each ``gpu/*`` memory figure (GB) over the steps."""
+    """Mean seconds per logged phase (``time/*`` but the whole step and the worker's start-up
+    marks), then the largest value of each ``gpu/*`` memory figure (GB) over the steps."""
     out: dict[str, float] = {}
-    keys = sorted({k for s in steps for k in s if k.startswith("time/") and k != "time/step"})
+    keys = sorted({k for s in steps for k in s if k.startswith("time/") and k != "time/step"
+                   and not k.startswith("time/startup/")})
     for k in keys:
         vals = [s[k] for s in steps if k in s]
         out[k.removeprefix("time/") + " s"] = sum(vals) / len(vals)
