@@ -74,8 +74,6 @@ def render(data: dict) -> str:
 
 
 def bench_rollout(args: argparse.Namespace) -> int:
-    import torch
-
     from harness import checks
     from harness.bench import report
     from harness.config import resolve
@@ -102,6 +100,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
     device = "cuda" if config.training.use_gpu else "cpu"
     model = load_model(source, dtype="float32").eval()
     engines = {name: build(name, model, tokenizer, config, source, device) for name in names}
+    model = model.to(device)  # the fp32 policy the log-prob gaps are measured against
     train = load_train(config)
     g, r = config.rollout.group_size, config.rollout
     rows = []
@@ -123,7 +122,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
                 if timed:
                     seconds += time.perf_counter() - start
                     tokens += int(out.response_mask.sum())
-                    gaps.append(logprob_gap(model.to(device), out, r.temperature))
+                    gaps.append(logprob_gap(model, out, r.temperature))
             rate = tokens / seconds
             gap = sum(gaps) / len(gaps)
             first = first or rate

@@ -101,6 +101,15 @@ def response_mask_from_ids(ids: torch.Tensor, eos_ids: Sequence[int]) -> torch.T
     return (before == 0).to(torch.long)
 
 
+def decode_responses(tokenizer, resp: torch.Tensor, eos_ids: Sequence[int]
+                     ) -> tuple[torch.Tensor, list[str]]:
+    """[N, T] right-padded response ids -> ([N, T] mask up to and including the first EOS, the
+    N texts of the masked tokens, special tokens dropped)."""
+    pad = tokenizer.pad_token_id
+    mask = response_mask_from_ids(resp, eos_ids)
+    return mask, tokenizer.batch_decode(resp * mask + pad * (1 - mask), skip_special_tokens=True)
+
+
 def greedy_in_batches(engine, examples: Sequence[Example], max_new_tokens: int,
                       batch_size: int, progress: Optional[Callable] = None) -> list[str]:
     """Greedy responses for evaluation with an engine's ``generate``, batched by prompt length

@@ -6,8 +6,8 @@ from typing import Sequence
 
 import torch
 
-from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids,
-                                   greedy_in_batches, left_pad, response_mask_from_ids)
+from harness.rollouts.base import (Rollout, decode_responses, encode_prompts, eos_token_ids,
+                                   greedy_in_batches, left_pad)
 from tasks.base import Example
 
 
@@ -21,6 +21,15 @@ def copy_weights(model, named_tensors) -> float:
         sq += float((new - params[name].data).double().pow(2).sum())
         params[name].data.copy_(new)
     return sq ** 0.5
+
+
+def sync_plain_copy(model, policy) -> float:
+    """The policy's (a DeepSpeed engine's, gathered under ZeRO-3) weights -> ``model``; the L2
+    norm of the change."""
+    from harness.engine import gathered_parameters
+
+    with gathered_parameters(policy.module) as named:
+        return copy_weights(model, named)
 
 
 class HFRollout:
@@ -50,10 +59,7 @@ class HFRollout:
         return copy_weights(self.model, named_tensors)
 
     def sync(self, policy) -> dict:
-        from harness.engine import gathered_parameters
-
-        with gathered_parameters(policy.module) as named:
-            return {"param_update_norm": copy_weights(self.model, named)}
+        return {"param_update_norm": sync_plain_copy(self.model, policy)}
 
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
         return encode_prompts(self.tokenizer, examples)
@@ -98,9 +104,7 @@ class HFRollout:
         resp = out[:, width:]
         if resp.shape[1] == 0:  # nothing generated at all: keep one pad column for shapes
             resp = torch.full((len(rows), 1), pad, dtype=torch.long)
-        mask = response_mask_from_ids(resp, self.eos_ids)
-        texts = self.tokenizer.batch_decode(resp * mask + pad * (1 - mask),
-                                            skip_special_tokens=True)
+        mask, texts = decode_responses(self.tokenizer, resp, self.eos_ids)
         return Rollout(p_ids, p_mask, resp, mask, texts, rows)
 
     def _shared_prefill(self, prompts: list[list[int]], n: int, width: int, pad: int):

@@ -24,9 +24,9 @@ from typing import Callable, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids,
-                                   greedy_in_batches, left_pad, response_mask_from_ids)
-from harness.rollouts.hf import copy_weights
+from harness.rollouts.base import (Rollout, decode_responses, encode_prompts, eos_token_ids,
+                                   greedy_in_batches, left_pad)
+from harness.rollouts.hf import sync_plain_copy
 from tasks.base import Example
 
 # model types whose decoder layer is: RMSNorm -> (q, k, v)[+bias][+per-head RMSNorm on q, k]
@@ -328,10 +328,7 @@ class LeanRollout:
         self.decoder = LeanDecoder(model, getattr(torch, dtype), rows_hint)
 
     def sync(self, policy) -> dict:
-        from harness.engine import gathered_parameters
-
-        with gathered_parameters(policy.module) as named:
-            norm = copy_weights(self.plain_model, named)
+        norm = sync_plain_copy(self.plain_model, policy)
         self.decoder.load()
         return {"param_update_norm": norm}
 
@@ -374,9 +371,7 @@ class LeanRollout:
         else:  # nothing generated at all: keep one pad column for shapes
             resp = torch.full((len(rows), 1), pad, dtype=torch.long)
             logps = torch.zeros(len(rows), 1)
-        mask = response_mask_from_ids(resp, self.eos_ids)
-        texts = self.tokenizer.batch_decode(resp * mask + pad * (1 - mask),
-                                            skip_special_tokens=True)
+        mask, texts = decode_responses(self.tokenizer, resp, self.eos_ids)
         p_ids, p_mask = left_pad([ids[i] for i in rows], pad)
         return Rollout(p_ids, p_mask, resp, mask, texts, rows,
                        logprobs=None if greedy else logps * mask)
