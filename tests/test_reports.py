@@ -57,6 +57,23 @@ def test_a_spec_naming_an_unknown_method_fails_with_its_path(tmp_path):
         specs.parse(bad)
 
 
+def test_a_setting_pins_fields_on_its_preset_and_its_runs_use_them(tmp_path):
+    plan = table3_plan(tmp_path)
+    assert dict(plan.setting.overrides) == {"engine": "hf"}  # the committed smoke seeds' engine
+    job = next(j for j in plan.jobs if j.row.label == "GDPO")
+    assert job.config.rollout.engine == "hf" and job.config.preset == "smoke-learn-30"
+    # the pin is an override of the preset: it names the setting's folder
+    assert result_path(job.config).parent.name.startswith("smoke-learn-30-")
+    bad = tmp_path / "tableX.toml"
+    bad.write_text('kind = "benchmark"\nrows = [{ label = "A", method = "gdpo" }]\n'
+                   'columns = [{ label = "c", task = "bfcl", metric = "m" }]\n'
+                   '[settings.smoke]\npreset = "smoke"\nmodels = ["tiny-random"]\n'
+                   'overrides = { engin = "hf" }\n')
+    with pytest.raises(specs.SpecError, match=r"tableX.toml: setting 'smoke' overrides unknown"
+                                              r" config field 'engin'"):
+        specs.check(specs.parse(bad))
+
+
 def test_table9_from_the_presets_matches_the_paper():
     from harness.reports.tables import preset_rows
 
@@ -215,7 +232,7 @@ def test_compare_gives_the_paired_per_seed_difference(tmp_path, capsys):
     folders = [str(result_path(jobs[k].config).parent) for k in ("MRTPO", "GDPO")]
     assert cli.main(["compare", *folders]) == 0
     out = capsys.readouterr().out
-    assert "| mrtpo/smoke-learn-30 | **23.00 ± 11.14** |" in out  # the best mean is bold
+    assert "| mrtpo/smoke-learn-30-8c452226 | **23.00 ± 11.14** |" in out  # best mean: bold
     diff = aggregate.paired_difference(Cell(((0, 13.0), (1, 21.0), (2, 35.0))),
                                        Cell(((0, 10.0), (1, 20.0), (2, 30.0))))
     assert diff.values == ((0, 3.0), (1, 1.0), (2, 5.0)) and "3.00 ± 2.00" in out

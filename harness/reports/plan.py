@@ -69,7 +69,8 @@ def model_for(name: str, model_dir: str | None) -> tuple[str, str]:
 def run_config(spec: Spec, setting: Setting, row: Row, model: str, task: str,
                results_dir: str, data_dir: str | None) -> cfg.RunConfig:
     overrides = {"task": task, "method": row.method, "model": model,
-                 "results_dir": str(Path(results_dir).resolve()), **dict(row.overrides)}
+                 "results_dir": str(Path(results_dir).resolve()), **dict(setting.overrides),
+                 **dict(row.overrides)}
     if data_dir:
         overrides["data_dir"] = str(Path(data_dir).expanduser().resolve())
     if row.base:

@@ -50,6 +50,9 @@ class Setting:
     seeds: int
     presets: tuple[tuple[str, str], ...] = ()
     smooth: int = 1  # trailing-mean window of the steps-to-threshold statistic
+    # config fields every run of this setting pins on top of its preset (the rollout engine its
+    # stored seeds were sampled with, say), so a rerun of a missing seed matches them
+    overrides: tuple[tuple[str, Any], ...] = ()
 
     def preset_for(self, task: str) -> str:
         return dict(self.presets).get(task, self.preset)
@@ -108,7 +111,8 @@ def _settings(path: Path, data: dict) -> tuple[Setting, ...]:
             raise _fail(path, f"setting {name!r} names no preset")
         out.append(Setting(name=name, preset=s.get("preset", ""), presets=presets,
                            models=tuple(s.get("models") or ()), seeds=int(s.get("seeds", 1)),
-                           smooth=int(s.get("smooth", 1))))
+                           smooth=int(s.get("smooth", 1)),
+                           overrides=tuple(sorted((s.get("overrides") or {}).items()))))
     return tuple(out)
 
 
@@ -160,6 +164,10 @@ def check(spec: Spec) -> None:
             for t in spec.tasks(s.name):
                 TASKS.get(t)
         fields = all_fields()
+        for s in spec.settings:
+            for name, _ in s.overrides:
+                if name not in fields:
+                    raise SpecError(f"setting {s.name!r} overrides unknown config field {name!r}")
         for r in spec.rows:
             for name, _ in r.overrides:
                 if name not in fields:

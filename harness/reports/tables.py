@@ -40,7 +40,8 @@ def benchmark_grids(plan: Plan) -> list[Grid]:
     for model in setting.models:
         presets = ", ".join(dict.fromkeys(setting.preset_for(t)
                                           for t in spec.tasks(setting.name)))
-        grid = Grid(f"{spec.title}: {model}, setting {setting.name} (preset {presets})",
+        pinned = "".join(f", {k}={v}" for k, v in setting.overrides)
+        grid = Grid(f"{spec.title}: {model}, setting {setting.name} (preset {presets}{pinned})",
                     spec.row_header, [c.group for c in columns], [c.label for c in columns])
         for row in spec.rows:
             cells: list[Cell] = []
