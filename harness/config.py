@@ -49,6 +49,9 @@ class RolloutConfig:
         0.05, "engines that report their sampling log-probs (lean): the largest mean |log-prob "
               "difference| to the policy on the sampled tokens the update forwards before the "
               "run fails (bf16 sampling: ~0.01)", identity=False)
+    hf_share_prefill: bool = opt(True, "hf engine: compute each prompt's key/value cache once "
+                                       "for its G samples (off: G identical prefills; same "
+                                       "distribution)", identity=False)
     prompts_per_step: int = opt(512, "prompts sampled per training step (B)")
     group_size: int = opt(4, "responses per prompt (G)")
     temperature: float = opt(1.0, "sampling temperature of rollouts (also divides the logits "

@@ -30,7 +30,8 @@ ENGINES: Registry[EngineEntry] = Registry("rollout engine")
 def _hf(config, source, tokenizer, plain):
     from harness import engine as eng
 
-    return HFRollout(plain(), tokenizer, eng.device(config.training.use_gpu))
+    return HFRollout(plain(), tokenizer, eng.device(config.training.use_gpu),
+                     share_prefill=config.rollout.hf_share_prefill)
 
 
 def _vllm(config, source, tokenizer, plain):

@@ -38,8 +38,10 @@ class HFRollout:
 
     capabilities = frozenset()
 
-    def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
+    def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
+                 share_prefill: bool = True) -> None:
         self.model = model.eval()
+        self.share_prefill = share_prefill  # the default of generate's share_prefill
         self.plain_model = self.model
         self.tokenizer = tokenizer
         self.device = torch.device(device)
@@ -76,12 +78,14 @@ class HFRollout:
         greedy: bool = False,
         seed: int | None = None,
         prompt_ids: list[list[int]] | None = None,
-        share_prefill: bool = True,
+        share_prefill: bool | None = None,
     ) -> Rollout:
         """``n`` responses per example, all in one ``generate`` call.
 
         ``share_prefill`` (n > 1): each prompt's key/value cache is computed once and repeated
-        for its n samples, instead of n identical prefills (same distributions)."""
+        for its n samples, instead of n identical prefills (same distributions); None: the
+        engine's setting."""
+        share_prefill = self.share_prefill if share_prefill is None else share_prefill
         ids = prompt_ids if prompt_ids is not None else self.encode(examples)
         rows = [i for i in range(len(examples)) for _ in range(n)]
         pad = self.tokenizer.pad_token_id
