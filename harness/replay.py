@@ -1,9 +1,9 @@
 """Extra passes: the policy (or another model) re-reads its own responses under other chat
 contexts, without gradient.
 
-:func:`response_hidden` is the one forward every pass uses: the final hidden states whose
-next-token predictions are the response tokens, under given contexts (rows that share a context
-share one packed forward of it). :class:`PolicyContext` is the harness's side of
+:func:`response_hidden_variants` is the one forward every pass uses: the final hidden states
+whose next-token predictions are the response tokens, under one or several variants of their
+contexts (the tokens a group's contexts begin with are computed once, as a key/value cache). :class:`PolicyContext` is the harness's side of
 ``methods.PassContext``: what a method's passes and loss terms may ask for, on one worker's
 responses; the method decides which contexts to build and what to compute from the states.
 """
@@ -23,36 +23,146 @@ def base_and_head(model):
     return module.base_model, module.get_output_embeddings()
 
 
+def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
+    """The number of leading tokens every sequence shares."""
+    first, n = seqs[0], min(len(x) for x in seqs)
+    for other in seqs[1:]:
+        i = 0
+        while i < n and other[i] == first[i]:
+            i += 1
+        n = i
+    return n
+
+
+def _render(tokenizer, contexts: Sequence[list[dict]]) -> list[list[int]]:
+    texts = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
+             for c in contexts]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def _mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[B, Q, KV] bool (True = attend) -> [B, 1, Q, KV] additive mask."""
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill_(
+        ~allowed, torch.finfo(dtype).min)[:, None]
+
+
+@torch.no_grad()
+def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[dict]]],
+                             response_ids: torch.Tensor, response_mask: torch.Tensor,
+                             families: Optional[Sequence] = None) -> list[torch.Tensor]:
+    """One [N, T, H] tensor per variant c: the final hidden states whose next-token
+    predictions are the response tokens when response n follows chat ``variants[c][n]``
+    (rendered with the generation prompt); zeros past a response's end.
+
+    Rows with the same ``families`` key (default: rows that read the same context in every
+    variant, i.e. the G responses of a prompt) are computed together, each distinct token
+    sequence once, in three forwards that extend one key/value cache: (1) the tokens all their
+    contexts begin with; (2) each distinct context's remaining tokens (its branch), one row
+    each; (3) each (variant, response) row's response tokens, continuing its context's cache.
+    The contexts of a replay differ only where a verifier text is cut or appended, so the
+    prompt they share and each context are computed once, not once per response and variant.
+    Every response token attends to exactly its own context and its own earlier tokens, so its
+    state is the one a separate ``[context | response]`` row gives (up to float rounding).
+
+    Shapes: C variants, N responses, T response width, H hidden size; per family, D distinct
+    contexts sharing a prefix of P tokens, branches of at most Lb tokens, B = C x its rows.
+    """
+    from transformers import DynamicCache
+
+    base, _ = base_and_head(model)
+    device = next(base.parameters()).device
+    dtype = next(base.parameters()).dtype
+    dtype = dtype if dtype.is_floating_point else torch.float32
+    pad = tokenizer.pad_token_id
+    ids = [_render(tokenizer, contexts) for contexts in variants]
+    n, t = response_ids.shape
+    lengths = [int(x) for x in response_mask.sum(dim=1).tolist()]
+    if families is None:
+        families = [tuple(tuple(v[i]) for v in ids) for i in range(n)]
+    order: dict = {}
+    for i, key in enumerate(families):
+        order.setdefault(key, []).append(i)
+    out: list[Optional[torch.Tensor]] = [None] * len(variants)
+    for rows in order.values():
+        pairs = [(c, i) for c in range(len(variants)) for i in rows]
+        distinct: dict[tuple[int, ...], int] = {}
+        which = [distinct.setdefault(tuple(ids[c][i]), len(distinct)) for c, i in pairs]
+        contexts = list(distinct)
+        # keep >= 1 token of each context out of the prefix: its state predicts token 0
+        p = min(common_prefix_length(contexts), min(len(x) for x in contexts) - 1)
+        cache = DynamicCache(config=base.config)
+        if p:  # (1) the shared prefix
+            base(input_ids=torch.tensor([contexts[0][:p]], device=device),
+                 past_key_values=cache, use_cache=True)
+            cache.batch_repeat_interleave(len(contexts))
+        # (2) the branches, right-padded; padding attends to itself only
+        branch = [len(x) - p for x in contexts]
+        lb = max(branch)
+        b_ids = torch.full((len(contexts), lb), pad, dtype=torch.long)
+        allowed = torch.zeros((len(contexts), lb, p + lb), dtype=torch.bool)
+        allowed[:, :, :p] = True
+        for d, x in enumerate(contexts):
+            b_ids[d, :branch[d]] = torch.tensor(x[p:])
+            allowed[d, :, p:] = torch.ones(lb, lb, dtype=torch.bool).tril()
+            allowed[d, branch[d]:, p:] = False
+            tail = torch.arange(branch[d], lb)
+            allowed[d, tail, p + tail] = True
+        h_branch = base(input_ids=b_ids.to(device), attention_mask=_mask(allowed, dtype).to(device),
+                        position_ids=torch.arange(p, p + lb, device=device).expand(len(contexts), -1),
+                        past_key_values=cache, use_cache=True).last_hidden_state
+        # (3) each response after its context: its tokens but the last (whose state predicts
+        # nothing in the response)
+        width = max(lengths[i] for i in rows) - 1
+        h_resp = None
+        if width > 0:
+            cache.reorder_cache(torch.tensor(which))
+            r_ids = torch.full((len(pairs), width), pad, dtype=torch.long)
+            allowed = torch.zeros((len(pairs), width, p + lb + width), dtype=torch.bool)
+            allowed[:, :, :p] = True
+            positions = torch.zeros((len(pairs), width), dtype=torch.long)
+            causal = torch.ones(width, width, dtype=torch.bool).tril()
+            for b, (c, i) in enumerate(pairs):
+                m = max(lengths[i] - 1, 0)
+                r_ids[b, :m] = response_ids[i, :m]
+                allowed[b, :, p:p + branch[which[b]]] = True  # its own context's branch
+                allowed[b, :, p + lb:] = causal
+                allowed[b, m:, p:] = False
+                tail = torch.arange(m, width)
+                allowed[b, tail, p + lb + tail] = True
+                positions[b] = len(contexts[which[b]]) + torch.arange(width)
+            h_resp = base(input_ids=r_ids.to(device),
+                          attention_mask=_mask(allowed, dtype).to(device),
+                          position_ids=positions.to(device), past_key_values=cache,
+                          use_cache=True).last_hidden_state
+        for b, (c, i) in enumerate(pairs):
+            if out[c] is None:
+                out[c] = h_branch.new_zeros((n, t, h_branch.shape[-1]))
+            if lengths[i]:
+                out[c][i, 0] = h_branch[which[b], branch[which[b]] - 1]
+            if lengths[i] > 1:
+                out[c][i, 1:lengths[i]] = h_resp[b, :lengths[i] - 1]
+    return out
+
+
 @torch.no_grad()
 def response_hidden(model, tokenizer, contexts: Sequence[list[dict]], response_ids: torch.Tensor,
-                    response_mask: torch.Tensor, pack: bool = True) -> torch.Tensor:
+                    response_mask: torch.Tensor, pack: bool = True,
+                    families: Optional[Sequence] = None) -> torch.Tensor:
     """[N, T, H] final hidden states whose next-token predictions are the response tokens.
 
     Row n reads ``contexts[n]`` (chat messages, rendered with the generation prompt) followed
-    by its response tokens. ``pack``: rows whose contexts are the same token sequence (the G
-    responses of one prompt under one replay context) share one forward of it
-    (harness.packed); states past a response's end are then 0. Otherwise prompts are
-    left-padded so every response ends at the last column.
+    by its response tokens. ``pack``: rows of one family share the forward of the tokens their
+    contexts begin with (:func:`response_hidden_variants`); states past a response's end are
+    then 0. Otherwise (the reference) prompts are left-padded so every response ends at the
+    last column.
     """
+    if pack:
+        return response_hidden_variants(model, tokenizer, [contexts], response_ids,
+                                        response_mask, families)[0]
     base, _ = base_and_head(model)
-    texts = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
-             for c in contexts]
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    p_ids, p_mask = left_pad(ids, tokenizer.pad_token_id)
+    p_ids, p_mask = left_pad(_render(tokenizer, contexts), tokenizer.pad_token_id)
     device = next(base.parameters()).device
     t = response_ids.shape[1]
-    if pack:
-        from harness.packed import pack as pack_rows
-        from harness.packed import unpack_logits
-
-        dtype = next(base.parameters()).dtype
-        packed = pack_rows(p_ids, p_mask, response_ids, response_mask,
-                           [tuple(x) for x in ids], tokenizer.pad_token_id,
-                           dtype if dtype.is_floating_point else torch.float32)
-        hidden = base(input_ids=packed.ids.to(device), attention_mask=packed.mask.to(device),
-                      position_ids=packed.position_ids.to(device),
-                      use_cache=False).last_hidden_state
-        return unpack_logits(hidden[:, packed.keep.to(device)], packed, t)
     full, attn, pos = with_response(p_ids, p_mask, response_ids, response_mask)
     hidden = base(input_ids=full.to(device), attention_mask=attn.to(device),
                   position_ids=pos.to(device), use_cache=False).last_hidden_state
@@ -106,9 +216,15 @@ class PolicyContext:
 
     def hidden(self, contexts: Sequence[list[dict]], rows: Sequence[int],
                model: str = "policy") -> torch.Tensor:
+        return self.hidden_variants([contexts], rows, model)[0]
+
+    def hidden_variants(self, variants: Sequence[Sequence[list[dict]]], rows: Sequence[int],
+                        model: str = "policy") -> list[torch.Tensor]:
         rows = list(rows)
-        return response_hidden(self.model(model), self.tokenizer, contexts,
-                               self.response_ids[rows], self.response_mask[rows])
+        # a group's rows answer one prompt: their contexts share its beginning in every variant
+        return response_hidden_variants(self.model(model), self.tokenizer, variants,
+                                        self.response_ids[rows], self.response_mask[rows],
+                                        families=self.group[rows].tolist())
 
     def head(self, model: str = "policy") -> torch.nn.Module:
         return base_and_head(self.model(model))[1]

@@ -87,6 +87,12 @@ class PassContext(Protocol):
         sampled them) | initial (the policy before training) | current (a plain copy of the
         policy, updated only after the optimizer's last step)."""
 
+    def hidden_variants(self, variants: Sequence[Sequence[list[dict]]], rows: Sequence[int],
+                        model: str = "policy") -> list[torch.Tensor]:
+        """``[hidden(v, rows, model) for v in variants]``, computed together: the tokens the
+        contexts of a prompt group's rows begin with (in every variant) go through the model
+        once, so K + 1 replay contexts that differ only in a verifier text cost one prompt."""
+
     def head(self, model: str = "policy") -> torch.nn.Module:
         """The LM head (hidden -> logits) of ``model``."""
 

@@ -94,8 +94,9 @@ def contrast(ctx: PassContext, options) -> torch.Tensor:
     for s in range(0, n, ctx.batch_size):
         rows = list(range(s, min(n, s + ctx.batch_size)))
         ex, ids = [ctx.examples[i] for i in rows], ctx.response_ids[rows]
-        with_c = ctx.hidden([list(e.messages) for e in ex], rows)
-        free = ctx.hidden([replay_messages(e, frozenset()) for e in ex], rows)
+        # both contexts share the prompt's beginning: one forward of it
+        with_c, free = ctx.hidden_variants([[list(e.messages) for e in ex],
+                                            [replay_messages(e, frozenset()) for e in ex]], rows)
         out[rows] = (token_logprobs_from_hidden(with_c, ids, head, ctx.temperature,
                                                 options.replay_chunk)
                      - token_logprobs_from_hidden(free, ids, head, ctx.temperature,

@@ -24,7 +24,7 @@ from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import known_rewards, replay_messages
 from methods.diagnostics import batch_records, summarise
 from methods.registry import add
-from methods.tokens import js_distance
+from methods.tokens import js_distance, js_distances
 
 MODES = ("loo", "single", "joint")
 PASS = "replay"  # [N, K, T] raw replay distances d_k
@@ -108,23 +108,29 @@ def relevance(ctx: PassContext, options) -> torch.Tensor:
         rows = list(range(s, min(n, s + ctx.batch_size)))
         ex = [ctx.examples[i] for i in rows]
 
-        def hidden(include_for: Callable[[frozenset], frozenset]) -> torch.Tensor:
+        def contexts(include_for: Callable[[frozenset], frozenset]) -> list[list[dict]]:
             # each example includes only the rewards it has verifier information for
-            return ctx.hidden([replay_messages(e, include_for(known_rewards(e))) for e in ex],
-                              rows)
+            return [replay_messages(e, include_for(known_rewards(e))) for e in ex]
 
         if mode == "joint":
-            d = js_distance(hidden(lambda known: known), hidden(lambda known: frozenset()),
-                            head, ctx.temperature, options.replay_chunk)
+            with_all, without = ctx.hidden_variants(
+                [contexts(lambda known: known), contexts(lambda known: frozenset())], rows)
+            d = js_distance(with_all, without, head, ctx.temperature, options.replay_chunk)
             out[rows] = d[:, None, :].expand(-1, len(rewards), -1).cpu()
             continue
-        base = hidden(lambda known: known if mode == "loo" else frozenset())
-        for k, name in enumerate(rewards):
-            if not any(name in known_rewards(e) for e in ex):
-                continue  # a reward none of these prompts has (ragged K): distance 0
-            other = hidden(lambda known: known - {name} if mode == "loo" else known & {name})
-            out[rows, k] = js_distance(base, other, head, ctx.temperature,
-                                       options.replay_chunk).cpu()
+        # a reward none of these prompts has (ragged K) has distance 0 and no replay
+        present = [k for k, name in enumerate(rewards) if any(name in known_rewards(e) for e in ex)]
+        variants = [contexts(lambda known: known if mode == "loo" else frozenset())]
+        for k in present:
+            name = rewards[k]
+            variants.append(contexts(lambda known: known - {name} if mode == "loo"
+                                     else known & {name}))
+        # the K + 1 contexts share the prompt: one forward of it, then each context's rest
+        states = ctx.hidden_variants(variants, rows)
+        if present:
+            d = js_distances(states[0], states[1:], head, ctx.temperature, options.replay_chunk)
+            for j, k in enumerate(present):
+                out[rows, k] = d[j].cpu()
     return out * ctx.response_mask[:, None, :].to(out.dtype)
 
 

@@ -6,7 +6,7 @@ the only large ones.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -22,11 +22,25 @@ def js_distance(h_p: torch.Tensor, h_q: torch.Tensor, head: Callable[[torch.Tens
         chunk: response tokens per slice; the [N, chunk, V] tensors are the only large ones.
     Returns: [N, T] distances.
     """
-    out = torch.empty(h_p.shape[:2], dtype=torch.float32, device=h_p.device)
+    return js_distances(h_p, [h_q], head, temperature, chunk)[0]
+
+
+def js_distances(h_p: torch.Tensor, h_qs: Sequence[torch.Tensor],
+                 head: Callable[[torch.Tensor], torch.Tensor], temperature: float = 1.0,
+                 chunk: int = 128) -> torch.Tensor:
+    """:func:`js_distance` of one context against several: p's log-softmax is computed once
+    per slice for all of them (MRTPO's K leave-one-out contexts against the full one).
+
+    Args:
+        h_p: [N, T, H]; h_qs: C tensors [N, T, H].
+    Returns: [C, N, T] distances.
+    """
+    out = torch.empty((len(h_qs), *h_p.shape[:2]), dtype=torch.float32, device=h_p.device)
     for s in range(0, h_p.shape[1], chunk):
         lp = torch.log_softmax(head(h_p[:, s:s + chunk]).float() / temperature, dim=-1)
-        lq = torch.log_softmax(head(h_q[:, s:s + chunk]).float() / temperature, dim=-1)
-        out[:, s:s + chunk] = js_from_logprobs(lp, lq)
+        for c, h_q in enumerate(h_qs):
+            lq = torch.log_softmax(head(h_q[:, s:s + chunk]).float() / temperature, dim=-1)
+            out[c, :, s:s + chunk] = js_from_logprobs(lp, lq)
     return out
 
 

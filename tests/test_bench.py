@@ -96,3 +96,30 @@ def test_bench_replay_times_each_k_and_probes_memory_per_length(tmp_path):
     assert abs(mem[0]["checksum"] - mem[2]["checksum"]) < 1e-4 * max(1.0, abs(mem[0]["checksum"]))
     md = (tmp_path / "rp.md").read_text()
     assert "| 3 |" in md and "floor (K+1)" in md and "distance MB" in md
+
+
+def test_vs_trl_takes_per_round_medians_of_steps_after_the_first():
+    from harness.bench.vs_trl import PHASES, summarise
+
+    def side(steps, startup, peak):
+        keys = ("step", *PHASES, "length", "groups_with_signal", "updated", "skipped")
+        return {"startup": startup, "peak_rss_gb": peak,
+                "steps": [{k: float(s) for k in keys} for s in steps]}
+
+    # step 1 (100) is a fresh process's first and never counts; round medians 3, 5, 20
+    rounds = [side([100, 2, 3, 4], 10, 1.0), side([100, 5, 5, 6], 30, 3.0),
+              side([100, 20, 20, 20], 20, 2.0)]
+    med = summarise(rounds)
+    assert med["rounds"] == [3.0, 5.0, 20.0]
+    assert med["step"] == 5.0 and med["generate"] == 5.0
+    assert med["startup"] == 20 and med["peak_rss_gb"] == 2.0
+
+
+def test_vs_trl_side_refuses_a_distributed_environment(tmp_path, monkeypatch):
+    from harness.bench.vs_trl import side_main
+
+    job = tmp_path / "job.json"
+    job.write_text("{}")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(RuntimeError, match="plain process.*WORLD_SIZE"):
+        side_main(["--side", "trl", "--job", str(job), "--out", str(tmp_path / "o.json")])

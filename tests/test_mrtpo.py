@@ -10,7 +10,7 @@ from harness.replay import PolicyContext
 from methods import RolloutBatch, cort, mrtpo
 from methods.contexts import replay_messages
 from methods.mrtpo import mrtpo_token_weights
-from methods.tokens import js_distance, js_from_logprobs
+from methods.tokens import js_distance, js_distances, js_from_logprobs
 
 
 def relevance(model, tokenizer, examples, ids, mask, names, mode="loo"):
@@ -44,6 +44,17 @@ def test_chunked_equals_unchunked():
     full = js_distance(h_p, h_q, head, temperature=0.8, chunk=1000)
     for chunk in (1, 5, 16):
         assert torch.allclose(js_distance(h_p, h_q, head, 0.8, chunk), full, atol=1e-6)
+
+
+def test_distances_to_several_contexts_equal_one_at_a_time():
+    g = torch.Generator().manual_seed(2)
+    head = torch.nn.Linear(16, 300, bias=False)
+    h_p, *h_qs = torch.randn(4, 3, 37, 16, generator=g)
+    many = js_distances(h_p, h_qs, head, temperature=0.8, chunk=5)
+    assert many.shape == (3, 3, 37)
+    for c, h_q in enumerate(h_qs):
+        assert torch.allclose(many[c], js_distance(h_p, h_q, head, 0.8, 1000), atol=1e-6)
+    assert not torch.allclose(many[0], many[1])
 
 
 # --- weights -------------------------------------------------------------------------------

@@ -90,3 +90,82 @@ def test_replay_hidden_states_are_the_same_packed():
     assert torch.allclose(a[valid], b[valid], atol=1e-5)
     assert (b[~valid] == 0).all()
 
+
+
+def test_replay_variants_share_their_prompt_and_equal_separate_rows():
+    """K + 1 replay contexts of a group (one with a verifier text cut from the middle of the
+    prompt, one with a text appended) are computed from one forward of their common beginning;
+    each (context, response) state equals the one a separate left-padded row gives."""
+    from harness.models import load_model, load_tokenizer
+    from harness.replay import PolicyContext, response_hidden, response_hidden_variants
+    from tasks.tools.synth import generate
+
+    tok = load_tokenizer("tiny-random")
+    model = load_model("tiny-random", seed=4)
+    examples = generate(2, 0)
+    rows = [0, 0, 0, 1, 1]
+    base = [list(examples[i].messages) for i in rows]
+    cut = [[dict(m) for m in c] for c in base]
+    for c in cut:  # a text cut from the middle of the user turn
+        words = c[-1]["content"].split(" ")
+        c[-1]["content"] = " ".join(words[:3] + words[6:])
+    appended = [[*c[:-1], {**c[-1], "content": c[-1]["content"] + "\n\n[Reference] x = 1"}]
+                for c in base]
+    ro = _rollout()
+    ids, mask = ro.response_ids[:5], ro.response_mask[:5]
+    variants = [base, cut, appended]
+    got = response_hidden_variants(model, tok, variants, ids, mask, families=rows)
+    valid = mask.bool()
+    for contexts, h in zip(variants, got):
+        want = response_hidden(model, tok, contexts, ids, mask, pack=False)
+        assert h.shape == want.shape
+        assert torch.allclose(h[valid], want[valid], atol=1e-5)
+        assert (h[~valid] == 0).all()
+    assert not torch.allclose(got[0][valid], got[1][valid], atol=1e-3)  # the cut mattered
+    # the policy context computes them together, by prompt group
+    ctx = PolicyContext.of(model, tok, [examples[i] for i in rows], ids, mask, ["a"])
+    ctx.group = torch.tensor(rows)
+    together = ctx.hidden_variants(variants, range(5))
+    assert all(torch.allclose(a[valid], b[valid], atol=1e-5) for a, b in zip(together, got))
+
+
+def test_mrtpo_replay_equals_one_context_at_a_time():
+    """MRTPO's distances from the shared-prompt replay equal those from K + 1 separate
+    left-padded forwards (the reference), for every replay mode."""
+    from harness.models import load_model, load_tokenizer
+    from harness.replay import PolicyContext, response_hidden
+    from methods.contexts import known_rewards, replay_messages
+    from methods.mrtpo import MrtpoOptions, relevance
+    from methods.tokens import js_distance
+    from tasks.tools.rewards import REWARDS
+    from tasks.tools.synth import generate
+
+    tok = load_tokenizer("tiny-random")
+    model = load_model("tiny-random", seed=5)
+    examples = generate(2, 0)
+    names = tuple(r.name for r in REWARDS)  # format (in the prompt), correctness (appended)
+    rows = [0, 0, 0, 1, 1, 1]
+    ex = [examples[i] for i in rows]
+    ro = _rollout()
+    ids, mask = ro.response_ids, ro.response_mask
+    ctx = PolicyContext.of(model, tok, ex, ids, mask, names, temperature=0.7, batch_size=3)
+    ctx.group = torch.tensor(rows)
+    head = model.get_output_embeddings()
+    for mode in ("loo", "single", "joint"):
+        got = relevance(ctx, MrtpoOptions(replay=mode))
+        want = torch.zeros_like(got)
+        for k, name in enumerate(names):
+            if mode == "joint":
+                a = [replay_messages(e, known_rewards(e)) for e in ex]
+                b = [replay_messages(e, frozenset()) for e in ex]
+            elif mode == "loo":
+                a = [replay_messages(e, known_rewards(e)) for e in ex]
+                b = [replay_messages(e, known_rewards(e) - {name}) for e in ex]
+            else:
+                a = [replay_messages(e, frozenset()) for e in ex]
+                b = [replay_messages(e, known_rewards(e) & {name}) for e in ex]
+            ha = response_hidden(model, tok, a, ids, mask, pack=False)
+            hb = response_hidden(model, tok, b, ids, mask, pack=False)
+            want[:, k] = js_distance(ha, hb, head, 0.7, 128) * mask
+        assert torch.allclose(got, want, atol=1e-4), mode
+        assert got.abs().sum() > 0
