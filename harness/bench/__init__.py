@@ -3,7 +3,8 @@ newer benches also write a report with the machine under ``results/bench/``.
 
 - ``bench step`` (``step.py``): one training step split into phases for several methods on the
   same batch, with ratios to GDPO.
-- ``bench vs-trl`` (``vs_trl.py``): the same GRPO step here and in TRL's GRPOTrainer.
+- ``bench vs-trl`` (``vs_trl.py``): the same GRPO training here and in TRL's GRPOTrainer, each
+  side in fresh processes, with the phase split.
 - ``bench signal`` (``signal.py``): format rate and groups with reward signal at RL's first
   step, for the base model, its warm start, or one worked example in the prompt.
 - ``bench rollout`` (``rollout.py``): generated tokens/s of HF generate vs batch size.
