@@ -30,6 +30,7 @@ def test_bench_step_reports_every_phase_per_method(tmp_path, process_group, caps
     assert data["config"]["method"]["method"] == "gdpo"  # the base config; methods vary
     md = (tmp_path / "t.md").read_text()
     assert "| mrtpo@single |" in md and "ratio to gdpo" in md and "cores" in md
+    assert 0 <= data["machine"]["other_cpu_share"] <= 1 and "other processes used" in md
 
 
 def test_bench_step_refuses_a_baseline_it_does_not_run(tmp_path):
@@ -96,6 +97,7 @@ def test_bench_replay_times_each_k_and_probes_memory_per_length(tmp_path):
     assert abs(mem[0]["checksum"] - mem[2]["checksum"]) < 1e-4 * max(1.0, abs(mem[0]["checksum"]))
     md = (tmp_path / "rp.md").read_text()
     assert "| 3 |" in md and "floor (K+1)" in md and "distance MB" in md
+    assert 0 <= data["machine"]["other_cpu_share"] <= 1
 
 
 def test_vs_trl_takes_per_round_medians_of_steps_after_the_first():

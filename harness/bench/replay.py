@@ -150,6 +150,7 @@ def bench_replay(args: argparse.Namespace) -> int:
 
     ks = [int(k) for k in args.ks.split(",") if k]
     lengths = [int(t) for t in args.memory_tokens.split(",") if t]
+    meter = report.LoadMeter().start()
     timing = []
     if ks:
         model, tok = load_model(args.model).eval(), load_tokenizer(args.model)
@@ -174,7 +175,7 @@ def bench_replay(args: argparse.Namespace) -> int:
         m = memory[-1]
         print(f"T={t} chunk {chunk}: forwards +{m['forward_peak_mb']:.0f} MB, "
               f"distance +{m['distance_peak_mb']:.0f} MB", flush=True)
-    machine = report.machine()
+    machine = report.machine() | meter.stop()
     md = [f"# {args.label}\n", f"Machine: {report.machine_line(machine)}\n"]
     if timing:
         md.append(f"## Time: leave-one-out replay vs one no-grad forward\n\nModel {args.model}, "

@@ -56,6 +56,7 @@ def bench_signal(args: argparse.Namespace) -> int:
         examples = [with_example(ex, shot) for ex in examples]
     rollout = HFRollout(load_model(source), load_tokenizer(source))
     start = time.perf_counter()
+    meter = report.LoadMeter().start()
     probe = signal_probe(config, rollout, examples)
     seconds = time.perf_counter() - start
     mode = ("warm start" if config.warmstart.warm_start else "base model") + \
@@ -67,7 +68,7 @@ def bench_signal(args: argparse.Namespace) -> int:
             f"groups with signal {probe['groups_with_signal']:.2f}; {rewards} ({seconds:.0f} s)")
     print(line)
     if args.label:
-        m = report.machine()
+        m = report.machine() | meter.stop()
         report.write(args.label, {"bench": "signal", "machine": m, "mode": mode,
                                   "config": config.to_dict(), "probe": probe,
                                   "seconds": seconds},

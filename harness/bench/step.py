@@ -66,6 +66,7 @@ def bench_step(args: argparse.Namespace) -> int:
 
         policy_source(config)  # fails now, with the command to make it, if it is missing
     runs: dict[str, list[dict]] = {s: [] for s in specs}
+    meter = report.LoadMeter().start()  # what else used the CPUs meanwhile goes in the report
     for _ in range(args.warmup):  # a process's first step pays its allocator's growth
         one_step(method_config(config, args.baseline))
     for rep in range(args.repeats):
@@ -77,7 +78,7 @@ def bench_step(args: argparse.Namespace) -> int:
     med = {s: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
            for s, rows in runs.items()}
     base = med[args.baseline]["step"]
-    m = report.machine()
+    m = report.machine() | meter.stop()
     header = ["method", "step s", f"ratio to {args.baseline}", *PHASES, "rows fwd/bwd"]
     table = [[s, med[s]["step"], med[s]["step"] / base, *(med[s][p] for p in PHASES),
               int(med[s]["update_rows"])] for s in specs]
