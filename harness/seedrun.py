@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +69,18 @@ class SeedRun:
         return self.checkpoints
 
     def clear_checkpoints(self) -> None:
-        shutil.rmtree(self.checkpoints, ignore_errors=True)
+        # Ray Train may still be pruning an old checkpoint in this folder as the fit returns,
+        # so one pass can race with it and leave a folder behind: retry until it is gone
+        for _ in range(20):
+            shutil.rmtree(self.checkpoints, ignore_errors=True)
+            if not self.checkpoints.exists():
+                return
+            time.sleep(0.25)
+        try:
+            shutil.rmtree(self.checkpoints)
+        except OSError as exc:  # the result is stored; a leftover folder costs only disk
+            print(f"warning: could not remove the checkpoints in {self.checkpoints}: {exc}",
+                  file=sys.stderr)
 
     def saved_steps(self) -> list[int]:
         """Steps whose checkpoint folders exist (the newest may be incomplete: Ray Train, not
