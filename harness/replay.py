@@ -3,9 +3,10 @@ contexts, without gradient.
 
 :func:`response_hidden_variants` is the one forward every pass uses: the final hidden states
 whose next-token predictions are the response tokens, under one or several variants of their
-contexts (the tokens a group's contexts begin with are computed once, as a key/value cache). :class:`PolicyContext` is the harness's side of
-``methods.PassContext``: what a method's passes and loss terms may ask for, on one worker's
-responses; the method decides which contexts to build and what to compute from the states.
+contexts (the tokens a group's contexts begin with are computed once, as a key/value cache).
+:class:`PolicyContext` is the harness's side of ``methods.PassContext``: what a method's
+passes and loss terms may ask for, on one worker's responses; the method decides which
+contexts to build and what to compute from the states.
 """
 from __future__ import annotations
 
@@ -40,8 +41,21 @@ def _render(tokenizer, contexts: Sequence[list[dict]]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
-def _mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[B, Q, KV] bool (True = attend) -> [B, 1, Q, KV] additive mask."""
+def _continuation_mask(valid: Sequence[int], width: int, past: int,
+                       sees: Sequence[Sequence[tuple[int, int]]], dtype: torch.dtype
+                       ) -> torch.Tensor:
+    """[B, 1, width, past + width] additive mask for B right-padded rows that continue a
+    cache of ``past`` positions: row b attends to the cached columns ``sees[b]`` (half-open
+    ranges) and causally to its own first ``valid[b]`` tokens; its padding attends to itself
+    only, so no softmax row is empty."""
+    allowed = torch.zeros((len(valid), width, past + width), dtype=torch.bool)
+    causal = torch.ones(width, width, dtype=torch.bool).tril()
+    for b, m in enumerate(valid):
+        for lo, hi in sees[b]:
+            allowed[b, :, lo:hi] = True
+        allowed[b, :m, past:] = causal[:m]
+        tail = torch.arange(m, width)
+        allowed[b, tail, past + tail] = True
     return torch.zeros(allowed.shape, dtype=dtype).masked_fill_(
         ~allowed, torch.finfo(dtype).min)[:, None]
 
@@ -95,19 +109,14 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
             base(input_ids=torch.tensor([contexts[0][:p]], device=device),
                  past_key_values=cache, use_cache=True)
             cache.batch_repeat_interleave(len(contexts))
-        # (2) the branches, right-padded; padding attends to itself only
+        # (2) the branches, right-padded, each seeing the prefix
         branch = [len(x) - p for x in contexts]
         lb = max(branch)
         b_ids = torch.full((len(contexts), lb), pad, dtype=torch.long)
-        allowed = torch.zeros((len(contexts), lb, p + lb), dtype=torch.bool)
-        allowed[:, :, :p] = True
         for d, x in enumerate(contexts):
             b_ids[d, :branch[d]] = torch.tensor(x[p:])
-            allowed[d, :, p:] = torch.ones(lb, lb, dtype=torch.bool).tril()
-            allowed[d, branch[d]:, p:] = False
-            tail = torch.arange(branch[d], lb)
-            allowed[d, tail, p + tail] = True
-        h_branch = base(input_ids=b_ids.to(device), attention_mask=_mask(allowed, dtype).to(device),
+        mask = _continuation_mask(branch, lb, p, [[(0, p)]] * len(contexts), dtype)
+        h_branch = base(input_ids=b_ids.to(device), attention_mask=mask.to(device),
                         position_ids=torch.arange(p, p + lb, device=device).expand(len(contexts), -1),
                         past_key_values=cache, use_cache=True).last_hidden_state
         # (3) each response after its context: its tokens but the last (whose state predicts
@@ -116,22 +125,15 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
         h_resp = None
         if width > 0:
             cache.reorder_cache(torch.tensor(which))
+            valid = [max(lengths[i] - 1, 0) for _, i in pairs]
             r_ids = torch.full((len(pairs), width), pad, dtype=torch.long)
-            allowed = torch.zeros((len(pairs), width, p + lb + width), dtype=torch.bool)
-            allowed[:, :, :p] = True
-            positions = torch.zeros((len(pairs), width), dtype=torch.long)
-            causal = torch.ones(width, width, dtype=torch.bool).tril()
-            for b, (c, i) in enumerate(pairs):
-                m = max(lengths[i] - 1, 0)
-                r_ids[b, :m] = response_ids[i, :m]
-                allowed[b, :, p:p + branch[which[b]]] = True  # its own context's branch
-                allowed[b, :, p + lb:] = causal
-                allowed[b, m:, p:] = False
-                tail = torch.arange(m, width)
-                allowed[b, tail, p + lb + tail] = True
-                positions[b] = len(contexts[which[b]]) + torch.arange(width)
-            h_resp = base(input_ids=r_ids.to(device),
-                          attention_mask=_mask(allowed, dtype).to(device),
+            for b, (_, i) in enumerate(pairs):
+                r_ids[b, :valid[b]] = response_ids[i, :valid[b]]
+            positions = torch.stack([len(contexts[d]) + torch.arange(width) for d in which])
+            # the prefix and its own context's branch
+            mask = _continuation_mask(valid, width, p + lb,
+                                      [[(0, p + branch[d])] for d in which], dtype)
+            h_resp = base(input_ids=r_ids.to(device), attention_mask=mask.to(device),
                           position_ids=positions.to(device), past_key_values=cache,
                           use_cache=True).last_hidden_state
         for b, (c, i) in enumerate(pairs):

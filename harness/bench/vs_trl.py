@@ -311,7 +311,6 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
                for s in sides if s != "trl"}
     results: dict[str, list[dict]] = {s: [] for s in sides}
     meter = report.LoadMeter().start()
-    loads = []
     with tempfile.TemporaryDirectory() as tmp:
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"configs": {s: c.to_dict() for s, c in configs.items()},
@@ -324,7 +323,6 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
                 res = run_side(side, job, Path(tmp) / f"{side}-{rnd}.json", args.timeout)
                 res["loadavg_before"], res["loadavg_after"] = before, os.getloadavg()[0]
                 results[side].append(res)
-                loads.append(before)
                 steps = " ".join(f"{s['step']:.1f}" for s in res["steps"])
                 print(f"round {rnd + 1}/{args.rounds} {side:<17} start-up {res['startup']:5.1f} s"
                       f"  steps {steps} s  peak {res['peak_rss_gb']:.2f} GB", flush=True)
@@ -368,8 +366,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
           + "\n\nPhases (seconds per step):\n\n" + phases_md + "\n\n"
           + report.markdown_table(header, rows))
     data = {"bench": "vs-trl", "label": args.label, "machine": m, "config": base.to_dict(),
-            "sides": sides, "results": results, "median": med, "prompts": prompts,
-            "loadavg_before_each_side": loads}
+            "sides": sides, "results": results, "median": med, "prompts": prompts}
     report.publish(args.label, data, md, args.output_dir)
     return 0
 
