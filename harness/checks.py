@@ -200,12 +200,18 @@ def lean_problems(config: RunConfig, here: bool = True) -> list[str]:
 
     name = config.model.model
     if here and (name == assets.SMOLLM2_NAME or Path(name).expanduser().is_dir()):
-        from transformers import AutoConfig
+        import json
+        from types import SimpleNamespace
 
         from harness.models import resolve
         from harness.rollouts.lean import unsupported
 
-        why = unsupported(AutoConfig.from_pretrained(resolve(name)))
+        # the folder's config.json as it is (``unsupported`` reads it with the defaults HF
+        # would fill): importing transformers' config classes costs the driver ~3 s; the
+        # worker checks the loaded model's config again
+        found = Path(resolve(name)) / "config.json"
+        why = unsupported(SimpleNamespace(**json.loads(found.read_text()))) if found.is_file() \
+            else []
         if why:
             out.append(f"--engine lean cannot run {config.model.model}: {'; '.join(why)}; use "
                        "--engine hf")

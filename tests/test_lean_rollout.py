@@ -151,6 +151,23 @@ def test_lean_settings_are_checked_before_a_run():
         resolve("smoke", {"rollout_dtype": "float16"})))
 
 
+def test_a_model_folder_the_lean_engine_cannot_run_is_refused_from_its_config_json(tmp_path):
+    import json
+
+    from harness import checks
+    from harness.config import resolve
+
+    def problems(**hf):
+        (tmp_path / "config.json").write_text(json.dumps(hf))
+        return checks.lean_problems(resolve("smoke", {"model": str(tmp_path)}))
+
+    assert problems(model_type="llama", hidden_act="silu") == []
+    assert any("'gpt2'" in p and "--engine hf" in p for p in problems(model_type="gpt2"))
+    assert any("sliding-window" in p for p in problems(
+        model_type="qwen2", sliding_window=4096, use_sliding_window=True))
+    assert problems(model_type="qwen2", sliding_window=4096, use_sliding_window=False) == []
+
+
 def test_a_gap_to_the_policy_stops_the_run():
     from harness.train.update import check_sampling_gap, sampling_gap
 
