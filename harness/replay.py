@@ -41,6 +41,17 @@ def _render(tokenizer, contexts: Sequence[list[dict]]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
+def _render_some(tokenizer, contexts: Sequence[Optional[list[dict]]]
+                 ) -> list[Optional[list[int]]]:
+    """``_render`` of the contexts that are not None (None stays None)."""
+    wanted = [i for i, c in enumerate(contexts) if c is not None]
+    out: list[Optional[list[int]]] = [None] * len(contexts)
+    if wanted:
+        for i, x in zip(wanted, _render(tokenizer, [contexts[i] for i in wanted])):
+            out[i] = x
+    return out
+
+
 def _continuation_mask(valid: Sequence[int], width: int, past: int,
                        sees: Sequence[Sequence[tuple[int, int]]], dtype: torch.dtype
                        ) -> torch.Tensor:
@@ -66,7 +77,8 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
                              families: Optional[Sequence] = None) -> list[torch.Tensor]:
     """One [N, T, H] tensor per variant c: the final hidden states whose next-token
     predictions are the response tokens when response n follows chat ``variants[c][n]``
-    (rendered with the generation prompt); zeros past a response's end.
+    (rendered with the generation prompt); zeros past a response's end, and for a pair whose
+    context is None (not wanted: nothing is computed for it).
 
     Rows with the same ``families`` key (default: rows that read the same context in every
     variant, i.e. the G responses of a prompt) are computed together, each distinct token
@@ -88,17 +100,19 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
     dtype = next(base.parameters()).dtype
     dtype = dtype if dtype.is_floating_point else torch.float32
     pad = tokenizer.pad_token_id
-    ids = [_render(tokenizer, contexts) for contexts in variants]
+    ids = [_render_some(tokenizer, contexts) for contexts in variants]
     n, t = response_ids.shape
     lengths = [int(x) for x in response_mask.sum(dim=1).tolist()]
     if families is None:
-        families = [tuple(tuple(v[i]) for v in ids) for i in range(n)]
+        families = [tuple(None if v[i] is None else tuple(v[i]) for v in ids) for i in range(n)]
     order: dict = {}
     for i, key in enumerate(families):
         order.setdefault(key, []).append(i)
     out: list[Optional[torch.Tensor]] = [None] * len(variants)
     for rows in order.values():
-        pairs = [(c, i) for c in range(len(variants)) for i in rows]
+        pairs = [(c, i) for c in range(len(variants)) for i in rows if ids[c][i] is not None]
+        if not pairs:
+            continue
         distinct: dict[tuple[int, ...], int] = {}
         which = [distinct.setdefault(tuple(ids[c][i]), len(distinct)) for c, i in pairs]
         contexts = list(distinct)
@@ -143,7 +157,8 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
                 out[c][i, 0] = h_branch[which[b], branch[which[b]] - 1]
             if lengths[i] > 1:
                 out[c][i, 1:lengths[i]] = h_resp[b, :lengths[i] - 1]
-    return out
+    return [x if x is not None else torch.zeros((n, t, base.config.hidden_size), dtype=dtype,
+                                                device=device) for x in out]
 
 
 @torch.no_grad()
@@ -188,6 +203,12 @@ class PolicyContext:
     temperature: float = 1.0
     batch_size: int = 8
     spans: Optional[Callable] = None
+    # [n, K] bool (see methods.PassContext.signal); None: every pair (tools, benches, tests)
+    signal: Optional[torch.Tensor] = None
+
+    def __post_init__(self) -> None:
+        if self.signal is None:
+            self.signal = torch.ones(self.rewards.shape, dtype=torch.bool)
 
     @classmethod
     def of(cls, model, tokenizer, examples: Sequence[Any], response_ids: torch.Tensor,

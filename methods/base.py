@@ -79,6 +79,11 @@ class PassContext(Protocol):
     batch_size: int  # responses per forward
     tokenizer: Any
     spans: Optional[Callable]  # the task's spans(example, response) -> {name: ranges}, or None
+    # [n, K] bool: False where every group-normalised advantage of reward k is 0 for response
+    # n (absent, or constant over its group: methods.stats.within_group_signal), so a pass
+    # that serves per-reward advantages may skip the pair; all True where the caller wants
+    # every pair computed (explain, benches, probes)
+    signal: torch.Tensor
 
     def hidden(self, contexts: Sequence[list[dict]], rows: Sequence[int],
                model: str = "policy") -> torch.Tensor:
@@ -91,7 +96,8 @@ class PassContext(Protocol):
                         model: str = "policy") -> list[torch.Tensor]:
         """``[hidden(v, rows, model) for v in variants]``, computed together: the tokens the
         contexts of a prompt group's rows begin with (in every variant) go through the model
-        once, so K + 1 replay contexts that differ only in a verifier text cost one prompt."""
+        once, so K + 1 replay contexts that differ only in a verifier text cost one prompt.
+        A context given as None is not computed (its row of that variant is zeros)."""
 
     def head(self, model: str = "policy") -> torch.nn.Module:
         """The LM head (hidden -> logits) of ``model``."""

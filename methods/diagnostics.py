@@ -47,7 +47,7 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
     by_type: dict[str, list[tuple[float, float]]] = {}
     for k, name in enumerate(rewards):
         total = float(d[k].sum())
-        if total <= 0 or t == 0:
+        if not total > 0 or t == 0:  # no distance, or NaN: the pair was not replayed
             continue
         ranked = d[k].sort(descending=True).values
         for p in TOP:

@@ -39,6 +39,9 @@ class MrtpoOptions:
     shuffle_relevance: bool = option(False, "MRTPO ablation: permute each response's relevance "
                                             "over its tokens")
     replay_chunk: int = chunk_option()
+    replay_all: bool = option(False, "MRTPO: also replay (response, reward) pairs without "
+                                     "within-group signal (their advantage is 0, so only the "
+                                     "diagnostics read them)")
 
     def problems(self) -> list[str]:
         out = []
@@ -58,17 +61,18 @@ def mrtpo_token_weights(relevance: torch.Tensor, mask: torch.Tensor, beta: float
     """MRTPO's token weights ``w_k[n,t] = (1 - beta) + beta * rho_k[n,t]``.
 
     Args:
-        relevance: [N, K, T] raw replay distances d_k (>= 0).
+        relevance: [N, K, T] raw replay distances d_k (>= 0; NaN rows: not replayed).
         mask: [N, T] valid response tokens.
         beta: allocation strength; 0 gives every token weight 1 (GDPO).
         shuffle: the ablation of Table 5: rho permuted over each response's valid tokens
             (independently per reward), with a generator seeded by ``seed``.
     Returns: [N, K, T] weights with mean 1 over each response's valid tokens, 0 elsewhere.
         ``rho = d / (mean_t d + 1e-8)``; a response whose distances are all 0 (the replay
-        changed nothing) gets rho = 1, i.e. the uniform allocation.
+        changed nothing) or NaN (not replayed: no within-group signal for that reward) gets
+        rho = 1, i.e. the uniform allocation.
     """
     m = mask.to(relevance.dtype)[:, None, :]
-    d = relevance * m
+    d = torch.nan_to_num(relevance, nan=0.0) * m
     count = m.sum(dim=-1).clamp(min=1)
     mean = d.sum(dim=-1) / count
     rho = d / (mean[..., None] + 1e-8)
@@ -97,41 +101,61 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
 @torch.no_grad()
 def relevance(ctx: PassContext, options) -> torch.Tensor:
     """Raw per-token replay distances ``d [n, K, T]`` (zero on masked tokens): K + 1 context
-    passes per slice of responses (2 for ``joint``)."""
+    passes per slice of responses (2 for ``joint``). A (response, reward) pair without
+    within-group signal (``ctx.signal``: the reward is absent, or constant over the
+    response's group, so its advantage is 0 and its weights change nothing) is not replayed:
+    its row is NaN, which the allocation reads as the uniform weights (``replay_all``
+    replays every pair)."""
     mode, rewards = options.replay, ctx.reward_names
     if mode not in MODES:
         raise ValueError(f"unknown replay mode {mode!r}; known: {', '.join(MODES)}")
     head = ctx.head()
     n, t = ctx.response_ids.shape
+    signal = torch.ones(n, len(rewards), dtype=torch.bool) if options.replay_all else \
+        ctx.signal.to(torch.bool).cpu()
     out = torch.zeros(n, len(rewards), t)
     for s in range(0, n, ctx.batch_size):
         rows = list(range(s, min(n, s + ctx.batch_size)))
         ex = [ctx.examples[i] for i in rows]
+        sig = signal[rows]  # [m, K]
+        any_sig = sig.any(dim=1)
+        if not bool(any_sig.any()):
+            continue
 
-        def contexts(include_for: Callable[[frozenset], frozenset]) -> list[list[dict]]:
-            # each example includes only the rewards it has verifier information for
-            return [replay_messages(e, include_for(known_rewards(e))) for e in ex]
+        def contexts(include_for: Callable[[frozenset], frozenset], wanted: torch.Tensor
+                     ) -> list:
+            # each example includes only the rewards it has verifier information for; None:
+            # a pair not replayed
+            return [replay_messages(e, include_for(known_rewards(e))) if bool(w) else None
+                    for e, w in zip(ex, wanted)]
 
         if mode == "joint":
             with_all, without = ctx.hidden_variants(
-                [contexts(lambda known: known), contexts(lambda known: frozenset())], rows)
-            d = js_distance(with_all, without, head, ctx.temperature, options.replay_chunk)
+                [contexts(lambda known: known, any_sig),
+                 contexts(lambda known: frozenset(), any_sig)], rows)
+            d = js_distances(with_all, [without], head, ctx.temperature, options.replay_chunk,
+                             rows=[any_sig])[0]
             out[rows] = d[:, None, :].expand(-1, len(rewards), -1).cpu()
             continue
-        # a reward none of these prompts has (ragged K) has distance 0 and no replay
-        present = [k for k, name in enumerate(rewards) if any(name in known_rewards(e) for e in ex)]
-        variants = [contexts(lambda known: known if mode == "loo" else frozenset())]
+        # a reward none of these prompts has (ragged K) has no replay
+        present = [k for k, name in enumerate(rewards)
+                   if bool(sig[:, k].any()) and any(name in known_rewards(e) for e in ex)]
+        if not present:
+            continue
+        variants = [contexts(lambda known: known if mode == "loo" else frozenset(), any_sig)]
         for k in present:
             name = rewards[k]
             variants.append(contexts(lambda known: known - {name} if mode == "loo"
-                                     else known & {name}))
+                                     else known & {name}, sig[:, k]))
         # the K + 1 contexts share the prompt: one forward of it, then each context's rest
         states = ctx.hidden_variants(variants, rows)
-        if present:
-            d = js_distances(states[0], states[1:], head, ctx.temperature, options.replay_chunk)
-            for j, k in enumerate(present):
-                out[rows, k] = d[j].cpu()
-    return out * ctx.response_mask[:, None, :].to(out.dtype)
+        d = js_distances(states[0], states[1:], head, ctx.temperature, options.replay_chunk,
+                         rows=[sig[:, k] for k in present])
+        for j, k in enumerate(present):
+            out[rows, k] = d[j].cpu()
+    out = torch.nan_to_num(out, nan=0.0) * ctx.response_mask[:, None, :].to(out.dtype)
+    out[~signal] = float("nan")
+    return out
 
 
 def diagnose(ctx: PassContext, options, d: torch.Tensor) -> list[dict]:

@@ -70,6 +70,32 @@ def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float,
     return out.to(values.dtype)
 
 
+def within_group_signal(values: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """Where a reward can carry a group-normalised advantage.
+
+    Args:
+        values: [N, K] float, NaN where absent.
+        group: [N] long group ids.
+    Returns:
+        [N, K] bool: False where reward k is absent for response n, or where response n's
+        group has >= 2 valid values of it and they are all equal. There ``group_normalise``
+        gives exactly 0 (each deviation from the mean is 0 in float64), so any per-reward
+        advantage built on it is 0 and a pass may skip the pair; a lone valid value (which
+        the "unit" convention keeps as the raw reward) stays True.
+    """
+    if values.dim() != 2:
+        raise ValueError(f"values must be [N, K], got {tuple(values.shape)}")
+    valid = ~torch.isnan(values)
+    out = valid.clone()
+    for g in torch.unique(group).tolist():
+        rows = group == g
+        for k in range(values.shape[1]):
+            v = values[rows, k][valid[rows, k]]
+            if v.numel() >= 2 and bool((v == v[0]).all()):
+                out[rows, k] = False
+    return out
+
+
 def whiten(
     scores: torch.Tensor, mask: torch.Tensor, mode: str, eps: float, keep: torch.Tensor | None = None
 ) -> torch.Tensor:

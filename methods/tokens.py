@@ -6,7 +6,7 @@ the only large ones.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -27,20 +27,42 @@ def js_distance(h_p: torch.Tensor, h_q: torch.Tensor, head: Callable[[torch.Tens
 
 def js_distances(h_p: torch.Tensor, h_qs: Sequence[torch.Tensor],
                  head: Callable[[torch.Tensor], torch.Tensor], temperature: float = 1.0,
-                 chunk: int = 128) -> torch.Tensor:
+                 chunk: int = 128, rows: Optional[Sequence[torch.Tensor]] = None
+                 ) -> torch.Tensor:
     """:func:`js_distance` of one context against several: p's log-softmax is computed once
     per slice for all of them (MRTPO's K leave-one-out contexts against the full one).
 
     Args:
         h_p: [N, T, H]; h_qs: C tensors [N, T, H].
-    Returns: [C, N, T] distances.
+        rows: C bool masks [N]: the responses to compare for each q (default: all); p's
+            log-softmax is computed for their union only.
+    Returns: [C, N, T] distances, NaN for the responses a q's mask leaves out.
     """
-    out = torch.empty((len(h_qs), *h_p.shape[:2]), dtype=torch.float32, device=h_p.device)
+    n = h_p.shape[0]
+    wanted = [torch.ones(n, dtype=torch.bool) for _ in h_qs] if rows is None else \
+        [r.to(torch.bool).cpu() for r in rows]
+    if len(wanted) != len(h_qs):
+        raise ValueError(f"{len(wanted)} row masks for {len(h_qs)} contexts")
+    out = torch.full((len(h_qs), *h_p.shape[:2]), float("nan"), dtype=torch.float32,
+                     device=h_p.device)
+    idx = torch.stack(wanted).any(dim=0).nonzero().squeeze(1) if wanted else \
+        torch.zeros(0, dtype=torch.long)
+    if idx.numel() == 0:
+        return out
+    own = [w[idx] for w in wanted]  # each q's rows among the union's
+    all_rows = idx.numel() == n
     for s in range(0, h_p.shape[1], chunk):
-        lp = torch.log_softmax(head(h_p[:, s:s + chunk]).float() / temperature, dim=-1)
+        hp = h_p[:, s:s + chunk] if all_rows else h_p[idx.to(h_p.device), s:s + chunk]
+        lp = torch.log_softmax(head(hp).float() / temperature, dim=-1)
         for c, h_q in enumerate(h_qs):
-            lq = torch.log_softmax(head(h_q[:, s:s + chunk]).float() / temperature, dim=-1)
-            out[c, :, s:s + chunk] = js_from_logprobs(lp, lq)
+            if not bool(own[c].any()):
+                continue
+            sel = idx[own[c]]
+            hq = h_q[:, s:s + chunk] if bool(own[c].all()) and all_rows else \
+                h_q[sel.to(h_q.device), s:s + chunk]
+            lq = torch.log_softmax(head(hq).float() / temperature, dim=-1)
+            part = lp if bool(own[c].all()) else lp[own[c].to(lp.device)]
+            out[c, sel.to(out.device), s:s + chunk] = js_from_logprobs(part, lq)
     return out
 
 

@@ -165,3 +165,20 @@ def test_groups_with_signal_counts_groups_whose_rewards_differ():
     assert groups_with_signal(rewards, group) == 0.5
     assert groups_with_signal(rewards[:2], group[:2]) == 0.0
     assert groups_with_signal(torch.zeros(0, 2), torch.zeros(0, dtype=torch.long)) == 0.0
+
+
+def test_within_group_signal_is_false_exactly_where_group_normalise_gives_zero():
+    from methods.stats import group_normalise, within_group_signal
+
+    nan = float("nan")
+    values = torch.tensor([[0.3, 1.0, nan], [0.3, 0.0, nan], [0.3, nan, 2.0],  # group 7
+                           [0.1, 0.5, 0.0], [0.1, 0.5, 1.0]])  # group 9
+    group = torch.tensor([7, 7, 7, 9, 9])
+    signal = within_group_signal(values, group)
+    # col 0 constant in both groups; col 1 varies in group 7 (NaN row absent), constant in 9;
+    # col 2: a lone valid value in group 7 keeps its raw reward (signal), varies in group 9
+    assert signal.tolist() == [[False, True, False], [False, True, False],
+                               [False, False, True], [False, False, True],
+                               [False, False, True]]
+    adv = torch.nan_to_num(group_normalise(values, group, 1e-6), nan=0.0)
+    assert (adv[~signal] == 0).all() and (adv[signal] != 0).all()

@@ -169,3 +169,50 @@ def test_mrtpo_replay_equals_one_context_at_a_time():
             want[:, k] = js_distance(ha, hb, head, 0.7, 128) * mask
         assert torch.allclose(got, want, atol=1e-4), mode
         assert got.abs().sum() > 0
+
+
+def test_mrtpo_skips_pairs_without_signal_and_its_advantages_do_not_change():
+    """A (response, reward) pair whose reward is constant in its group is not replayed (NaN),
+    the replayed pairs' distances equal the full replay's, and MRTPO's advantages equal those
+    from replaying every pair, in every replay mode."""
+    import methods
+    from harness.models import load_model, load_tokenizer
+    from harness.replay import PolicyContext
+    from methods.batch import RolloutBatch
+    from methods.mrtpo import relevance
+    from methods.stats import within_group_signal
+    from tasks.tools.rewards import REWARDS
+    from tasks.tools.synth import generate
+
+    tok = load_tokenizer("tiny-random")
+    model = load_model("tiny-random", seed=5)
+    examples = generate(2, 0)
+    names = tuple(r.name for r in REWARDS)
+    rows = [0, 0, 0, 1, 1, 1]
+    ro = _rollout()
+    # group 0: format constant, correctness varies; group 1: both constant (no replay at all)
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 0.5],
+                            [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    group = torch.tensor(rows)
+    signal = within_group_signal(rewards, group)
+    assert signal.tolist() == [[False, True]] * 3 + [[False, False]] * 3
+    for mode in ("loo", "single", "joint"):
+        outs = {}
+        for replay_all in (False, True):
+            ctx = PolicyContext.of(model, tok, [examples[i] for i in rows], ro.response_ids,
+                                   ro.response_mask, names, temperature=0.7, batch_size=3,
+                                   rewards=rewards)
+            ctx.group, ctx.signal = group, signal
+            opts = methods.options(replay=mode, replay_all=replay_all)
+            d = relevance(ctx, opts)
+            batch = RolloutBatch(rewards=rewards, reward_names=names,
+                                 reward_bounds=((0.0, 1.0),) * 2, group=group,
+                                 response_mask=ro.response_mask, passes={"replay": d})
+            outs[replay_all] = d, methods.compute("mrtpo", batch, opts).scores
+        (skipped, adv), (full, adv_all) = outs[False], outs[True]
+        assert torch.isnan(skipped[~signal]).all() and not torch.isnan(full).any(), mode
+        assert torch.allclose(skipped[signal], full[signal], atol=1e-5), mode
+        assert full[signal].abs().sum() > 0, mode
+        # equal up to the float rounding of other batch shapes (distances ~1e-6 apart, which
+        # rho's division and the whitening magnify to ~1e-4)
+        assert torch.allclose(adv, adv_all, atol=1e-3) and adv.abs().sum() > 0, mode

@@ -101,15 +101,52 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
             assert metrics["opsd"] > 0, name
 
 
-def test_mrtpo_step_on_bfcl_logs_relevance_diagnostics(tmp_path, process_group):
+def _captured_passes(monkeypatch) -> dict:
+    """The pass outputs of the trainer's next step(s), by pass name."""
+    import harness.trainer as trainer_module
+
+    seen, run = {}, trainer_module.run_passes
+
+    def capture(*args, **kwargs):
+        out, metrics = run(*args, **kwargs)
+        seen.update(out)
+        return out, metrics
+
+    monkeypatch.setattr(trainer_module, "run_passes", capture)
+    return seen
+
+
+def test_mrtpo_step_on_bfcl_logs_relevance_diagnostics(tmp_path, process_group, monkeypatch):
+    from harness.trainer import Trainer
+
+    config = resolve("smoke", {**TINY, "task": "bfcl", "method": "mrtpo", "steps": 1,
+                               "results_dir": str(tmp_path), "replay_all": True})
+    trainer = Trainer(config)
+    passes = _captured_passes(monkeypatch)
+    data, metrics = trainer.collect(0)
+    assert {"diag/format/top10", "diag/correctness/top1"} <= set(metrics)
+    assert 0 < metrics["diag/format/top10"] <= 1
+    assert not torch.isnan(passes["replay"]).any()
+
+
+def test_mrtpo_replays_only_the_rewards_with_signal_in_their_group(tmp_path, process_group,
+                                                                   monkeypatch):
+    """Tiny-random's responses fail every reward alike: no (response, reward) pair has
+    within-group signal, so nothing is replayed (NaN rows), and the advantages are GDPO's
+    zeros all the same."""
     from harness.trainer import Trainer
 
     config = resolve("smoke", {**TINY, "task": "bfcl", "method": "mrtpo", "steps": 1,
                                "results_dir": str(tmp_path)})
     trainer = Trainer(config)
+    passes = _captured_passes(monkeypatch)
     data, metrics = trainer.collect(0)
-    assert {"diag/format/top10", "diag/correctness/top1"} <= set(metrics)
-    assert 0 < metrics["diag/format/top10"] <= 1
+    rewards = data.context.rewards
+    assert (rewards == rewards[0]).all(), "the premise: every response scored alike"
+    assert not data.context.signal.any()
+    assert torch.isnan(passes["replay"]).all()
+    assert not any(k.startswith("diag/") for k in metrics)
+    assert torch.isfinite(data.advantages).all() and (data.advantages == 0).all()
 
 
 @pytest.mark.parametrize("task, method", [("spider-mini", "mrtpo"), ("ifbench", "mrtpo+saw"),

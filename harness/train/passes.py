@@ -10,21 +10,23 @@ import torch
 from harness import engine as eng
 from harness.replay import PolicyContext
 from harness.train.sample import Sampled
+from methods.stats import within_group_signal
 
 
 def context(models: Mapping[str, Any], tokenizer, sampled: Sampled, task, temperature: float,
             batch_size: int) -> PolicyContext:
     """What a pass or loss term may ask for, over this worker's responses."""
     ro = sampled.rollout
+    rewards = torch.tensor(sampled.rewards, dtype=torch.float32).reshape(len(sampled.rows), -1)
+    group = torch.tensor(sampled.groups)
     return PolicyContext(
         models=models, tokenizer=tokenizer, examples=sampled.rows, texts=ro.texts,
-        response_ids=ro.response_ids, response_mask=ro.response_mask,
-        rewards=torch.tensor(sampled.rewards, dtype=torch.float32).reshape(len(sampled.rows), -1),
-        reward_names=tuple(rw.name for rw in task.rewards),
-        group=torch.tensor(sampled.groups),
+        response_ids=ro.response_ids, response_mask=ro.response_mask, rewards=rewards,
+        reward_names=tuple(rw.name for rw in task.rewards), group=group,
         reward_bounds=tuple((rw.lo, rw.hi) for rw in task.rewards), temperature=temperature,
-        batch_size=batch_size,
-        spans=task.spans)
+        batch_size=batch_size, spans=task.spans,
+        # whole groups are on this worker, so their signal is known here
+        signal=within_group_signal(rewards, group))
 
 
 def gather_rows(local: torch.Tensor, n_global: int, width: int) -> torch.Tensor:
