@@ -167,6 +167,11 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
                 out.append(problem)
         if not 0 < r.vllm_gpu_memory < 1:
             out.append(f"vllm_gpu_memory is {r.vllm_gpu_memory}; use a fraction in (0, 1)")
+        if t.gpus_per_worker != int(t.gpus_per_worker) or t.gpus_per_worker < 1:
+            # vLLM's worker takes cuda:{LOCAL_RANK}; only whole GPUs per worker make that
+            # the GPU Ray gave the worker (a fraction would put two engines on one device)
+            out.append(f"--engine vllm needs whole GPUs per worker (vLLM uses "
+                       f"cuda:LOCAL_RANK), got gpus_per_worker {t.gpus_per_worker}; use 1")
         if r.vllm_sleep_level not in (1, 2):
             out.append(f"vllm_sleep_level is {r.vllm_sleep_level}; use 1 or 2")
         if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:

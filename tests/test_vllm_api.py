@@ -34,9 +34,9 @@ def test_the_installed_version_is_supported():
     assert engine.version_problem(engine.installed_version()) == ""
 
 
-@pytest.mark.parametrize("path, method, keywords", engine.VLLM_API,
-                         ids=[f"{p}.{m or '__init__'}" for p, m, _ in engine.VLLM_API])
-def test_every_call_the_engine_makes_exists(path, method, keywords):
+@pytest.mark.parametrize("path, method, positional, keywords", engine.VLLM_API,
+                         ids=[f"{p}.{m or '__init__'}" for p, m, _, _ in engine.VLLM_API])
+def test_every_call_the_engine_makes_exists(path, method, positional, keywords):
     obj = resolve(path)
     if method is not None:
         assert hasattr(obj, method), f"{path} has no {method}"
@@ -52,6 +52,16 @@ def test_every_call_the_engine_makes_exists(path, method, keywords):
         fields = set(inspect.signature(EngineArgs).parameters)
         missing = [k for k in missing if k not in fields]
     assert not missing, f"{path}.{method or '__init__'} lacks {missing} (has {sorted(params)})"
+    # what the engine passes by keyword may not be positional-only, and what it passes by
+    # position must be the leading parameters (after self), in that order
+    kinds = {k: p.kind for k, p in params.items() if p is not None}
+    positional_only = [k for k in keywords if kinds.get(k) is inspect.Parameter.POSITIONAL_ONLY]
+    assert not positional_only, f"{path}.{method}: {positional_only} are positional-only"
+    if positional:
+        leading = [k for k, kind in kinds.items() if k != "self" and kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        assert leading[:len(positional)] == list(positional), \
+            f"{path}.{method} takes {leading[:len(positional)]} first, not {list(positional)}"
 
 
 @pytest.mark.parametrize("path", ["vllm.model_executor.models.llama.LlamaForCausalLM",

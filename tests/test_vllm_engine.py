@@ -115,10 +115,17 @@ def test_a_cluster_driver_leaves_device_checks_to_the_workers():
     ({"engine": "vllm", "vllm_gpu_memory": 1.5}, "vllm_gpu_memory is 1.5"),
     ({"engine": "vllm", "model": "tiny-random"}, "tiny-random is built in memory"),
     ({"cpus_per_worker": -1}, "cpus_per_worker is -1"),
+    ({"engine": "vllm", "use_gpu": True, "gpus_per_worker": 0.5}, "needs whole GPUs per worker"),
 ])
 def test_engine_and_placement_settings_are_checked(overrides, expected):
     found = checks.settings_problems(cfg.resolve("smoke", overrides))
     assert any(expected in p for p in found), found
+
+
+def test_whole_gpus_per_worker_pass_the_vllm_check():
+    for gpus in (1.0, 2.0):
+        c = cfg.resolve("smoke", {"engine": "vllm", "use_gpu": True, "gpus_per_worker": gpus})
+        assert not any("whole GPUs" in p for p in checks.settings_problems(c))
 
 
 def test_worker_resources_follow_the_config():
@@ -158,13 +165,24 @@ def test_completions_become_the_hf_engines_rollout():
 
 class StandInLLM:
     """vLLM's ``LLM`` surface as the engine uses it, over a plain HF model on CPU: generate
-    with prompt log-probs, sleep / wake_up, apply_model with a model whose ``load_weights``
-    returns the names it wrote (vLLM's contract), reset_prefix_cache."""
+    with prompt log-probs (prompts positional-only), sleep / wake_up with vLLM's sleeping
+    state (``llm_engine.is_sleeping``), apply_model with a model whose ``load_weights`` returns
+    the names it wrote (vLLM's contract), collective_rpc("reload_weights") (the checkpoint's
+    weights back), reset_prefix_cache.
 
-    def __init__(self, model, lose_weights_on_wake=False):
+    ``lose_weights_on_wake``: waking scrambles the weights (a lost buffer); ``paused``: the
+    scheduler stays asleep until woken by name; ``stuck``: the engine never stops sleeping;
+    ``busy``: reset_prefix_cache refuses."""
+
+    def __init__(self, model, lose_weights_on_wake=False, paused=False, stuck=False,
+                 busy=False):
         self.model = model
         self.calls: list[str] = []
         self.lose_weights_on_wake = lose_weights_on_wake
+        self.paused, self.stuck, self.busy = paused, stuck, busy
+        self.asleep: set[str] = set()
+        self.checkpoint = {n: p.detach().clone() for n, p in model.named_parameters()}
+        self.llm_engine = SimpleNamespace(is_sleeping=lambda: self.stuck or bool(self.asleep))
 
         def load_weights(weights):
             params = dict(model.named_parameters())
@@ -175,14 +193,29 @@ class StandInLLM:
             return done
         model.load_weights = load_weights
 
-    def apply_model(self, func):
+    def apply_model(self, func, /):
         return [func(self.model)]
+
+    def collective_rpc(self, method, /):
+        self.calls.append(f"collective_rpc({method})")
+        assert method == "reload_weights"
+        with torch.no_grad():
+            for n, p in self.model.named_parameters():
+                p.copy_(self.checkpoint[n])
 
     def sleep(self, level=1):
         self.calls.append(f"sleep({level})")
+        self.asleep = {"weights", "kv_cache", "scheduling"}
+        if level == 2:  # the weights are discarded
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.fill_(float("nan"))
 
     def wake_up(self, tags=None):
         self.calls.append(f"wake_up({','.join(tags) if tags else 'all'})")
+        self.asleep -= set(tags or ("weights", "kv_cache", "scheduling"))
+        if not self.paused and not self.asleep & {"weights", "kv_cache"}:
+            self.asleep.discard("scheduling")  # resumed once everything else is awake
         if self.lose_weights_on_wake:  # what a lost weight buffer looks like
             with torch.no_grad():
                 for p in self.model.parameters():
@@ -190,9 +223,10 @@ class StandInLLM:
 
     def reset_prefix_cache(self):
         self.calls.append("reset_prefix_cache")
+        return not self.busy
 
     @torch.no_grad()
-    def generate(self, prompts, sampling_params, use_tqdm=False):
+    def generate(self, prompts, /, sampling_params, use_tqdm=False):
         ids = torch.tensor([prompts[0]["prompt_token_ids"]])
         logp = torch.log_softmax(self.model(input_ids=ids).logits[0].float(), -1)
         rows = [None] + [{int(t): SimpleNamespace(logprob=float(logp[i, t]))}
@@ -207,7 +241,7 @@ def policy():
     return load_model("tiny-random", seed=0)
 
 
-def stand_in(policy, **kw):
+def stand_in(policy, expected_names=None, sleep_level=1, **kw):
     import copy
 
     from harness.models import load_tokenizer
@@ -218,7 +252,8 @@ def stand_in(policy, **kw):
             p.zero_()  # nothing loaded yet
     llm = StandInLLM(engine_model, **kw)
     return vllm.VLLMRollout(llm, load_tokenizer("tiny-random"), [2], 4096, torch.float32,
-                            "cpu"), llm
+                            "cpu", sleep_level=sleep_level, expected_names=expected_names,
+                            empty_cache=lambda: llm.calls.append("empty_cache")), llm
 
 
 def sync(rollout, policy):
@@ -258,9 +293,11 @@ def test_a_sync_sends_every_name_shape_and_dtype_and_passes_the_logprob_check(po
     assert {d for _, _, d in sent} == {torch.float32}
     assert rollout.last_sync.buckets > 1  # tiny-random's weights span several 4 kB buckets
     assert rollout.last_sync.bytes == sum(p.numel() * 4 for p in policy.parameters())
-    # the weights wake first, the KV cache once they are loaded, then stale prefixes go
-    assert llm.calls == ["sleep(1)", "wake_up(weights)", "wake_up(kv_cache)",
-                         "reset_prefix_cache"]
+    # the weights wake first, the KV cache once they are loaded, each after PyTorch's cache
+    # is emptied; then stale prefixes go
+    assert llm.calls == ["sleep(1)", "empty_cache", "wake_up(weights)", "empty_cache",
+                         "wake_up(kv_cache)", "reset_prefix_cache"]
+    assert not llm.llm_engine.is_sleeping()
     ids = list(range(3, 40))
     gap = vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5,
                          "after sync 1")
@@ -338,7 +375,7 @@ def test_generate_sends_one_request_per_prompt_and_returns_the_rollout():
     from harness.models import load_tokenizer
 
     class Recorder:
-        def generate(self, prompts, sampling_params, use_tqdm=False):
+        def generate(self, prompts, /, sampling_params, use_tqdm=False):  # as vLLM may
             self.prompts, self.params = prompts, sampling_params
             return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[7, 8, 2])
                                              for _ in range(p.n)]) for p in sampling_params]
@@ -355,3 +392,86 @@ def test_generate_sends_one_request_per_prompt_and_returns_the_rollout():
     assert ro.response_mask.tolist() == [[1, 1, 1]] * 6
     with pytest.raises(ValueError, match="exceeds the vLLM engine's context of 64"):
         rollout.generate([], 1, 60, prompt_ids=[[1] * 10])
+
+
+# --- first contact on a GPU: what a source review found (wake order, probe, scheduler, level 2,
+# shards) ----------------------------------------------------------------------------------
+
+def test_the_first_sync_gap_is_reported_and_later_ones_are_held_to_it(policy):
+    rollout, _ = stand_in(policy)
+    rollout.tolerance = 0.05
+    p = torch.tensor([-1.0, -2.0, -3.0, -4.0])
+    first = p + torch.tensor([0.1, -0.1, 0.1, -0.1])  # a kernel gap of 0.1, above 0.05
+    with pytest.warns(RuntimeWarning, match=r"first weight sync's log-prob gap is 0\.1000"):
+        assert rollout.check_probe(p, first) == pytest.approx(0.1)
+    assert rollout.first_probe["policy"] == p.tolist()
+    assert rollout.first_probe["engine"] == pytest.approx(first.tolist())
+    assert rollout.check_probe(p, p + 0.14) == pytest.approx(0.14)  # within 0.1 + 0.05
+    with pytest.raises(RuntimeError, match=r"exceeds the first sync's 0\.1000 \+ "
+                                           r"--vllm-sync-tolerance 0\.05"):
+        rollout.check_probe(p, p + 0.2)
+
+
+def test_a_first_sync_no_kernel_difference_explains_stops_the_run(policy):
+    rollout, _ = stand_in(policy)
+    p = torch.tensor([-1.0, -2.0])
+    with pytest.raises(RuntimeError, match="no kernel difference explains"):
+        rollout.check_probe(p, p - 3.0)
+    assert rollout.first_probe is None
+
+
+def test_a_scheduler_left_paused_is_woken_and_a_stuck_engine_refused(policy):
+    rollout, llm = stand_in(policy, paused=True)
+    rollout.sleep()
+    sync(rollout, policy)
+    assert llm.calls[-3:] == ["wake_up(kv_cache)", "wake_up(scheduling)", "reset_prefix_cache"]
+    assert not llm.llm_engine.is_sleeping()
+    rollout, llm = stand_in(policy, stuck=True)
+    rollout.sleep()
+    with pytest.raises(RuntimeError, match="still reports sleeping"):
+        sync(rollout, policy)
+
+
+def test_a_refused_prefix_cache_reset_stops_the_sync(policy):
+    rollout, _ = stand_in(policy, busy=True)
+    with pytest.raises(RuntimeError, match="reset_prefix_cache returned False"):
+        sync(rollout, policy)
+
+
+def test_level_two_reloads_the_checkpoint_then_the_policys_weights(policy):
+    rollout, llm = stand_in(policy, sleep_level=2)
+    sync(rollout, policy)
+    rollout.sleep()  # the stand-in discards its weights (NaN) at level 2
+    with pytest.raises(RuntimeError, match="level-2 sleep before a weight sync"):
+        rollout.wake_up()
+        rollout._generate_ids([[1, 2]], n=1, max_tokens=1)
+    rollout.sleep()
+    sync(rollout, policy)
+    assert llm.calls[-7:] == ["sleep(2)", "empty_cache", "wake_up(weights)",
+                              "collective_rpc(reload_weights)", "empty_cache",
+                              "wake_up(kv_cache)", "reset_prefix_cache"]
+    ids = list(range(3, 40))
+    gap = vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5, "x")
+    assert gap < 1e-6 and rollout.weights_current
+
+
+def test_a_sync_missing_one_shard_is_refused_before_anything_loads(policy):
+    names = {n for n, _ in policy.named_parameters()}
+    shard = sorted(n for n in names if "k_proj" in n)[0]
+    # the engine's own report cannot see it: a fused qkv counts as loaded after any shard
+    rollout, llm = stand_in(policy, expected_names=names)
+    rollout.begin_sync()
+    rollout.load_weights([(n, p.data) for n, p in policy.named_parameters() if n != shard])
+    with pytest.raises(RuntimeError, match=f"lacks 1 of the model's {len(names)} parameters"):
+        rollout.end_sync()
+    # through sync(): refused before any wake or load
+    rollout, llm = stand_in(policy, expected_names=names | {"model.layers.9.mlp.up_proj.weight"})
+    rollout.sleep()
+    with pytest.raises(RuntimeError, match=r"before loading\) lacks 1"):
+        rollout.sync(SimpleNamespace(module=policy))
+    assert llm.calls == ["sleep(1)"]
+
+
+def test_the_expected_names_are_the_hf_models_parameters(policy, tmp_path):
+    policy.save_pretrained(tmp_path)
+    assert vllm.model_parameter_names(str(tmp_path)) == {n for n, _ in policy.named_parameters()}

@@ -7,21 +7,26 @@ from __future__ import annotations
 SUPPORTED = (">=0.33.0", "<0.34")
 INSTALL_HINT = "pip install -c requirements/constraints-gpu.txt -e '.[gpu]'"
 
-# what this module calls, for the API test: (object path, method or None, keyword arguments)
-VLLM_API: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
-    ("vllm.LLM", None, ("model", "tokenizer", "dtype", "seed", "gpu_memory_utilization",
-                        "max_model_len", "enable_prefix_caching", "enable_sleep_mode",
-                        "distributed_executor_backend", "tensor_parallel_size")),
-    ("vllm.LLM", "generate", ("prompts", "sampling_params", "use_tqdm")),
-    ("vllm.LLM", "sleep", ("level",)),
-    ("vllm.model_executor.models.llama.LlamaForCausalLM", "load_weights", ("weights",)),
-    ("vllm.model_executor.models.qwen2.Qwen2ForCausalLM", "load_weights", ("weights",)),
-    ("vllm.LLM", "wake_up", ("tags",)),
-    ("vllm.LLM", "reset_prefix_cache", ()),
-    ("vllm.LLM", "apply_model", ("func",)),
-    ("vllm.SamplingParams", None, ("n", "temperature", "top_p", "top_k", "max_tokens", "seed",
-                                   "stop_token_ids", "prompt_logprobs", "detokenize")),
-    ("vllm.inputs.TokensPrompt", None, ("prompt_token_ids",)),
+# what this module calls, for the API test: (object path, method or None, the arguments it
+# passes by position, in order, and the keyword arguments). Prompts go by position, as TRL and
+# verl pass them: vLLM has made such parameters positional-only before.
+VLLM_API: tuple[tuple[str, str | None, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("vllm.LLM", None, (), ("model", "tokenizer", "dtype", "seed", "gpu_memory_utilization",
+                            "max_model_len", "enable_prefix_caching", "enable_sleep_mode",
+                            "distributed_executor_backend", "tensor_parallel_size")),
+    ("vllm.LLM", "generate", ("prompts",), ("sampling_params", "use_tqdm")),
+    ("vllm.LLM", "sleep", (), ("level",)),
+    ("vllm.model_executor.models.llama.LlamaForCausalLM", "load_weights", ("weights",), ()),
+    ("vllm.model_executor.models.qwen2.Qwen2ForCausalLM", "load_weights", ("weights",), ()),
+    ("vllm.LLM", "wake_up", (), ("tags",)),
+    ("vllm.LLM", "reset_prefix_cache", (), ()),
+    ("vllm.LLM", "apply_model", ("func",), ()),
+    ("vllm.LLM", "collective_rpc", ("method",), ()),
+    ("vllm.v1.engine.llm_engine.LLMEngine", "is_sleeping", (), ()),
+    ("vllm.SamplingParams", None, (), ("n", "temperature", "top_p", "top_k", "max_tokens",
+                                       "seed", "stop_token_ids", "prompt_logprobs",
+                                       "detokenize")),
+    ("vllm.inputs.TokensPrompt", None, (), ("prompt_token_ids",)),
 )
 
 
