@@ -68,13 +68,14 @@ class RolloutConfig:
     vllm_sync_bucket_mb: int = opt(1024, "vLLM: weights are gathered from ZeRO-3 and loaded in "
                                          "buckets of at most this many MB, so a sync never "
                                          "holds the whole model twice", identity=False)
-    vllm_sync_tolerance: float = opt(0.05, "vLLM: the largest mean |log-prob difference| "
-                                           "between the engine and the policy on a fixed token "
-                                           "sequence after a sync before the run fails "
-                                           "(bf16 kernels differ by ~0.01)", identity=False)
+    vllm_sync_tolerance: float = opt(0.05, "vLLM: how far the mean |log-prob difference| "
+                                           "between engine and policy on the probe text may rise "
+                                           "above the first sync's (which is reported, and fails "
+                                           "only past 0.5 nats)", identity=False)
     vllm_sleep_level: int = opt(1, "vLLM: sleep level while the policy trains: 1 keeps a CPU "
-                                   "copy of the engine's weights, 2 drops them (every sync "
-                                   "rewrites them all)", identity=False)
+                                   "copy of the engine's weights; 2 drops them, and each sync "
+                                   "reloads the checkpoint before the policy's weights",
+                                identity=False)
     vllm_check_every: int = opt(1, "vLLM: check the engine's log-probs against the policy's "
                                    "after every Nth weight sync (the first always); 0 = never",
                                 identity=False)
