@@ -36,8 +36,9 @@ def all_gather_objects(obj: Any) -> list[Any]:
     return out
 
 
-def init_single_process() -> None:
-    """A one-rank gloo process group, for the in-process path used by unit tests."""
+def init_single_process(backend: str = "gloo") -> None:
+    """A one-rank process group, for the in-process path (unit tests, ``bench step``): gloo on
+    the CPU, nccl on a GPU (ZeRO-3 gathers CUDA tensors, which gloo's all-gather refuses)."""
     if dist.is_initialized():
         return
     # the launcher contract DeepSpeed's zero.Init reads, as torchrun would set it
@@ -46,7 +47,8 @@ def init_single_process() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                            world_size=1)
 
 
 def device(use_gpu: bool) -> torch.device:

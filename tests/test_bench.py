@@ -20,7 +20,7 @@ def process_group():
 def test_bench_step_reports_every_phase_per_method(tmp_path, process_group, capsys):
     assert cli.main(["bench", "step", "--preset", "smoke", "--task", "bfcl", *TOY_FLAGS,
                      "--methods", "gdpo,mrtpo@single", "--repeats", "1", "--warmup", "0", "--label", "t",
-                     "--output-dir", str(tmp_path)]) == 0
+                     "--evaluate", "--eval-limit", "2", "--output-dir", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["machine"]["cores"] >= 1 and data["machine"]["torch"] == __import__("torch").__version__
     assert data["methods"] == ["gdpo", "mrtpo@single"]
@@ -31,6 +31,10 @@ def test_bench_step_reports_every_phase_per_method(tmp_path, process_group, caps
     md = (tmp_path / "t.md").read_text()
     assert "| mrtpo@single |" in md and "ratio to gdpo" in md and "cores" in md
     assert 0 <= data["machine"]["other_cpu_share"] <= 1 and "other processes used" in md
+    # --evaluate: each method's last repeat scored 2 benchmark items with the stepped policy
+    last = data["runs"]["gdpo"][-1]
+    assert last["eval_items"] == 2 and any(k.startswith("eval/") for k in last)
+    assert "eval_items" in md and "evaluates 2 benchmark items" in md
 
 
 def test_bench_step_refuses_a_baseline_it_does_not_run(tmp_path):

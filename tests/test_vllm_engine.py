@@ -475,3 +475,104 @@ def test_a_sync_missing_one_shard_is_refused_before_anything_loads(policy):
 def test_the_expected_names_are_the_hf_models_parameters(policy, tmp_path):
     policy.save_pretrained(tmp_path)
     assert vllm.model_parameter_names(str(tmp_path)) == {n for n, _ in policy.named_parameters()}
+
+
+# --- the offline GPU check -----------------------------------------------------------------
+
+def _gpu_check(*args, timeout=60):
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _wheelhouse(tmp_path):
+    import hashlib
+
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    (wh / "a-1.0-py3-none-any.whl").write_bytes(b"not really a wheel")
+    digest = hashlib.sha256(b"not really a wheel").hexdigest()
+    (wh / "SHA256SUMS").write_text(f"{digest}  ./a-1.0-py3-none-any.whl\n")
+    return wh
+
+
+def test_the_offline_dry_run_checks_the_wheelhouse_and_prints_the_plan(tmp_path):
+    wh = _wheelhouse(tmp_path)
+    done = _gpu_check("--offline", str(wh), "--model", str(tmp_path), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "1 wheels, 18 bytes, checksums match" in done.stdout
+    assert f"pip install --no-index --no-deps {wh}/*.whl" in done.stdout
+    assert "--zero-stage 0 --label gpu-offline-zero0 --evaluate --eval-limit 32" in done.stdout
+    assert "--zero-stage 3 --label gpu-offline-zero3" in done.stdout
+    assert f"--model {tmp_path}" in done.stdout and "harness.assets" not in done.stdout
+
+
+def test_the_offline_dry_run_joins_the_model_parts_it_was_brought(tmp_path):
+    import hashlib
+
+    wh = _wheelhouse(tmp_path)
+    parts = tmp_path / "wh-model"
+    parts.mkdir()
+    sums = []
+    for i, data in enumerate((b"first half", b"second half")):
+        (parts / f"m-0.1-py3-none-any.whl.part-0{i}").write_bytes(data)
+        sums.append(f"{hashlib.sha256(data).hexdigest()}  ./m-0.1-py3-none-any.whl.part-0{i}")
+    (parts / "SHA256SUMS").write_text("\n".join(sums) + "\n")
+    done = _gpu_check("--offline", str(wh), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert f"cat {parts}/*.part-* > {parts}/m-0.1-py3-none-any.whl" in done.stdout
+    assert "harness.assets" in done.stdout
+    (parts / "m-0.1-py3-none-any.whl.part-01").unlink()  # a part not brought along
+    done = _gpu_check("--offline", str(wh), "--dry-run")
+    assert done.returncode == 2 and "bring every part" in done.stderr
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "no wheels in"), ("damaged", "does not match its SHA256SUMS"),
+    ("no model", "no model: bring the embedded one")])
+def test_the_offline_check_refuses_what_it_cannot_run(tmp_path, case, message):
+    wh = _wheelhouse(tmp_path)
+    if case == "missing":
+        wh = tmp_path / "nowhere"
+    if case == "damaged":
+        (wh / "a-1.0-py3-none-any.whl").write_bytes(b"changed")
+    done = _gpu_check("--offline", str(wh), "--dry-run")
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_the_offline_check_stops_at_once_without_a_gpu(tmp_path):
+    import shutil
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has nvidia-smi: the script would run for real")
+    done = _gpu_check("--offline", str(_wheelhouse(tmp_path)), "--model", str(tmp_path))
+    assert done.returncode == 2 and "no NVIDIA GPU is visible here" in done.stderr
+
+
+def test_the_offline_wheel_list_pins_the_cpu_installs_versions():
+    from pathlib import Path
+
+    from packaging.utils import canonicalize_name
+
+    root = Path(__file__).resolve().parents[1] / "requirements"
+
+    def pins(name):
+        out = {}
+        for line in (root / name).read_text().splitlines():
+            line = line.split("#")[0].strip()
+            if line and "==" in line:
+                pkg, version = line.split("==")
+                out[canonicalize_name(pkg.split("[")[0])] = version.strip()
+        return out
+
+    offline = pins("gpu-offline.txt")
+    lines = [x for x in (root / "gpu-offline.txt").read_text().splitlines()
+             if x.strip() and not x.startswith("#")]
+    assert len(offline) == len(lines), "every offline wheel is pinned with =="
+    cpu = {**pins("cpu.txt"), **pins("constraints-cpu.txt"), **pins("no-deps.txt")}
+    differ = {k: (v, cpu[k]) for k, v in offline.items() if k in cpu and cpu[k] != v}
+    assert not differ, differ
+    assert {"deepspeed", "bfcl-eval", "pydantic"} <= set(offline)

@@ -29,22 +29,44 @@ def method_config(config, spec: str):
     return replace(config, method=replace(config.method, **fields))
 
 
-def one_step(config) -> dict:
-    """Build a trainer (not timed), run step 0 (collect + update), return its phase times."""
+def one_step(config, evaluate: bool = False) -> dict:
+    """Build a trainer (not timed), run step 0 (collect + update), return its phase times;
+    on a GPU also the step's peak memory; ``evaluate``: then the benchmark's first
+    ``eval_limit`` items (greedy, scored) with the stepped policy."""
+    import torch
+
     from harness.trainer import Trainer
 
     trainer = Trainer(config)
+    cuda = trainer.cuda
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     data, metrics = trainer.collect(0)
     metrics.update(trainer.update(data))
+    if cuda:
+        torch.cuda.synchronize()
     total = time.perf_counter() - start
     out = {p: float(metrics.get(f"time/{p}", 0.0)) for p in PHASES}
     out["step"] = total
     out["update_rows"] = metrics.get("update_rows", 0.0)
     out["groups_with_signal"] = metrics.get("groups_with_signal", float("nan"))
     out["format_rate"] = metrics.get("format_rate", float("nan"))
+    if cuda:
+        out["peak_gpu_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    if evaluate:
+        t0 = time.perf_counter()
+        examples, responses = trainer.evaluate()
+        scored = trainer.task.score(examples, responses)
+        out["eval_s"] = time.perf_counter() - t0
+        out["eval_items"] = float(len(examples))
+        out.update({f"eval/{k}": float(v) for k, v in scored["metrics"].items()
+                    if isinstance(v, (int, float))})
     del trainer, data
     gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
     return out
 
 
@@ -60,7 +82,7 @@ def bench_step(args: argparse.Namespace) -> int:
     specs = [s.strip() for s in args.methods.split(",") if s.strip()]
     if args.baseline not in specs:
         raise ValueError(f"--baseline {args.baseline!r} is not among --methods {specs}")
-    eng.init_single_process()
+    eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
     if config.warmstart.warm_start:
         from harness.warmstart.cache import policy_source
 
@@ -71,7 +93,8 @@ def bench_step(args: argparse.Namespace) -> int:
         one_step(method_config(config, args.baseline))
     for rep in range(args.repeats):
         for spec in specs:
-            row = one_step(method_config(config, spec))
+            row = one_step(method_config(config, spec),
+                           evaluate=args.evaluate and rep == args.repeats - 1)
             runs[spec].append(row)
             print(f"repeat {rep + 1}/{args.repeats} {spec:<14} step {row['step']:6.1f} s "
                   + " ".join(f"{p} {row[p]:.1f}" for p in PHASES if row[p]), flush=True)
@@ -79,17 +102,24 @@ def bench_step(args: argparse.Namespace) -> int:
            for s, rows in runs.items()}
     base = med[args.baseline]["step"]
     m = report.machine() | meter.stop()
-    header = ["method", "step s", f"ratio to {args.baseline}", *PHASES, "rows fwd/bwd"]
+    # columns only some runs have: peak GPU memory, the evaluation (its last repeat)
+    extra = [k for k in ("peak_gpu_gb", "eval_items", "eval_s") if k in med[specs[0]]]
+    extra += sorted({k for s in specs for k in runs[s][-1] if k.startswith("eval/")})
+    header = ["method", "step s", f"ratio to {args.baseline}", *PHASES, "rows fwd/bwd", *extra]
     table = [[s, med[s]["step"], med[s]["step"] / base, *(med[s][p] for p in PHASES),
-              int(med[s]["update_rows"])] for s in specs]
+              int(med[s]["update_rows"]), *(runs[s][-1].get(k, float("nan")) for k in extra)]
+             for s in specs]
     r = config.rollout
     what = (f"`bench step`: {config.task.task}, preset {args.preset}, model {config.model.model}"
             f"{' (warm-started)' if config.warmstart.warm_start else ''}, "
             f"{r.prompts_per_step} prompts x G={r.group_size}, <= {r.max_response_tokens} new "
             f"tokens, micro-batch {config.training.micro_batch_size}, gradient checkpointing "
             f"{'on' if config.training.gradient_checkpointing else 'off'}, ZeRO stage "
-            f"{config.training.zero_stage}; median of {args.repeats} alternated repeats after "
-            f"{args.warmup} untimed warm-up step(s), seconds")
+            f"{config.training.zero_stage}, {'GPU' if config.training.use_gpu else 'CPU'}, "
+            f"{config.rollout.engine} engine, {config.model.dtype}; median of {args.repeats} "
+            f"alternated repeats after {args.warmup} untimed warm-up step(s), seconds"
+            + (f"; the last repeat then evaluates {config.task.eval_limit} benchmark items"
+               if args.evaluate else ""))
     md = (f"# {args.label}\n\n{what}\n\nMachine: {report.machine_line(m)}\n\n"
           + report.markdown_table(header, table))
     data = {"bench": "step", "label": args.label, "machine": m, "task": config.task.task,
@@ -112,7 +142,11 @@ def add_parser(which) -> None:
     p.add_argument("--warmup", type=int, default=1, help="untimed steps of the baseline first")
     p.add_argument("--label", default="step", help="report name under results/bench/")
     p.add_argument("--output-dir", default=None, help="default: results/bench/")
+    p.add_argument("--evaluate", action="store_true",
+                   help="after each method's last repeat, evaluate --eval-limit benchmark items")
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
                               "prompts_per_step", "group_size", "micro_batch_size",
-                              "gradient_checkpointing", "zero_stage", "data_dir"))
+                              "gradient_checkpointing", "zero_stage", "data_dir", "use_gpu",
+                              "engine", "dtype", "rollout_dtype", "eval_limit",
+                              "eval_max_response_tokens"))
     p.set_defaults(bench_fn=bench_step)
