@@ -183,6 +183,7 @@ def train_seed(config: RunConfig, run=None) -> Path:
     # a stored seed run again (--force) starts from step 0; a missing one resumes from the
     # latest complete checkpoint of an earlier, killed run of the same settings
     storage = run.prepare_checkpoints(fresh=run.result.is_file())
+    run.record_start()  # the code it starts (or resumes) under, kept through resumes
     _fit(_worker_entry, config, storage=storage, run=run)
     if not run.result.is_file():
         raise RuntimeError(f"training finished but {run.result} was not written; see the "

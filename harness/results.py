@@ -163,12 +163,16 @@ def items_hash(examples) -> str:
 
 
 def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: float,
-                train_examples=(), eval_examples=(), problems=(), workers=()) -> dict:
+                train_examples=(), eval_examples=(), problems=(), workers=(),
+                provenance: dict | None = None) -> dict:
     """A result file's content (schema ``RESULT_SCHEMA``): what was measured, with the config,
     its hash, hashes of the training and evaluation items, package versions and the commit;
     ``problems``: the scorer's list of items it could not score fairly (``{"id", "problem"}``,
     e.g. a gold query that fails), stored when there are any; ``workers``: where each rank ran
-    (``{"rank", "node", "host"}``)."""
+    (``{"rank", "node", "host"}``); ``provenance``: the code the seed started (and resumed)
+    under (``harness.provenance``; default: this tree's)."""
+    from harness import provenance as prov
+
     extra = {"problems": list(problems)} if problems else {}
     if workers:
         extra["workers"] = list(workers)
@@ -179,7 +183,8 @@ def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: 
         "train": train, "wall_seconds": wall_seconds,
         "config": config.to_dict(), "config_hash": config_hash(config),
         "data": {"train": items_hash(train_examples), "eval": items_hash(eval_examples)},
-        "versions": package_versions(), "git_commit": git_commit(), **extra,
+        "versions": package_versions(), "git_commit": git_commit(),
+        "provenance": provenance if provenance is not None else prov.current(), **extra,
     }
 
 
@@ -211,6 +216,9 @@ def validate_result(data: Any, path: Path) -> dict:
         RunConfig.from_dict(data["config"])  # a config this harness can read
     except (TypeError, ValueError) as exc:
         raise bad(f"its config cannot be read ({exc})") from None
+    p = data.get("provenance")
+    if p is not None and not (isinstance(p, dict) and isinstance(p.get("fingerprint"), str)):
+        raise bad("its provenance is not a record with a fingerprint")
     if version >= 1 and data["config_hash"] != config_hash(data["config"]):
         raise bad("its config_hash does not match its config (edited by hand?)")
     return data

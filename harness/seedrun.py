@@ -18,6 +18,8 @@ from harness.config import RunConfig
 
 SETTINGS_FILE = "settings.json"  # beside a seed's checkpoints: the settings that wrote them
 RUN_NAME = "train"  # Ray Train's run name inside the checkpoint folder (fixed: it resumes)
+# beside a seed's checkpoints: the code it started under and each resume's (harness.provenance)
+PROVENANCE_FILE = "provenance.json"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,34 @@ class SeedRun:
             self.checkpoints.mkdir(parents=True, exist_ok=True)
             marker.write_text(json.dumps(ours))
         return self.checkpoints
+
+    # --- provenance --------------------------------------------------------------------------
+    def record_start(self) -> dict:
+        """Record this tree's provenance beside the checkpoints: as the seed's start, or, when
+        a checkpoint of an earlier start is there to resume from, as one more resume of it."""
+        from harness import provenance
+        from harness.results import atomic_write_json
+
+        now = provenance.current()
+        path = self.checkpoints / PROVENANCE_FILE
+        if path.is_file() and self.saved_steps():
+            record = json.loads(path.read_text())
+            record["resumed"] = [*record.get("resumed", []), now]
+        else:  # nothing to resume: this is the start
+            record = dict(now)
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, record)
+        return record
+
+    def provenance(self) -> dict:
+        """The code this seed ran under (its start, with any resume under other code named):
+        what its result stores; this tree's when no start was recorded (in-process runs)."""
+        from harness import provenance
+
+        path = self.checkpoints / PROVENANCE_FILE
+        if path.is_file():
+            return provenance.effective(json.loads(path.read_text()))
+        return provenance.current()
 
     def clear_checkpoints(self) -> None:
         # Ray Train may still be pruning an old checkpoint in this folder as the fit returns,

@@ -34,6 +34,7 @@ class Cell:
 
     values: tuple[tuple[int, float], ...] = ()
     note: str = ""  # "needs DATA_DIR/...", "not run", ...
+    footnote: str = ""  # why its values need a caveat (seeds of several code versions)
 
     @property
     def n(self) -> int:
@@ -48,7 +49,9 @@ class Cell:
         return mean_std([v for _, v in self.values])[1] if self.values else float("nan")
 
     def text(self, digits: int = 2) -> str:
-        return cell([v for _, v in self.values], digits) if self.values else (self.note or "–")
+        if not self.values:
+            return self.note or "–"
+        return cell([v for _, v in self.values], digits) + (" †" if self.footnote else "")
 
 
 def best_rows(cells: Sequence[Cell], higher: bool = True) -> set[int]:
@@ -96,3 +99,23 @@ def check_poolable(paths: Sequence[Path]) -> None:
         lines = "; ".join(f"{k}: {v}" for k, v in diff.items())
         raise ValueError(f"these seeds were made with different settings and are not pooled "
                          f"into one cell ({', '.join(str(p) for p in paths)}): {lines}")
+
+
+MIXED_HINT = ("rerun the stale seeds (reproduce --rerun-stale, or run --force) or pool them "
+              "anyway with --allow-mixed-code (the cell then carries a footnote with the commits)")
+
+
+def check_same_code(paths: Sequence[Path], results: Sequence[dict],
+                    allow_mixed: bool = False) -> str:
+    """'' when these stored seeds were made by the same code (one fingerprint); otherwise a
+    ValueError naming each file's commit and fingerprint and the diff between the commits, or
+    with ``allow_mixed`` the footnote for the cell that pools them."""
+    from harness import provenance
+
+    what = provenance.mixed_code(paths, results)
+    if not what:
+        return ""
+    if not allow_mixed:
+        raise ValueError("these seeds were made by different code and are not pooled into one "
+                         f"cell:\n{what}\n{MIXED_HINT}")
+    return provenance.commits_note(results)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from harness.reports import render
-from harness.reports.aggregate import Cell, check_poolable, paired_difference
+from harness.reports.aggregate import Cell, check_poolable, check_same_code, paired_difference
 
 
 def seed_files(folder: Path) -> dict[int, Path]:
@@ -20,18 +20,20 @@ def seed_files(folder: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
-def run_cells(folder: Path) -> tuple[str, dict[str, Cell]]:
-    """(task, metric -> cell over the folder's seeds); the seeds must share their settings."""
+def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[str, Cell]]:
+    """(task, metric -> cell over the folder's seeds); the seeds must share their settings and
+    (unless ``allow_mixed_code``: footnoted) their code's fingerprint."""
     from harness.results import load_result
 
     files = seed_files(folder)
     check_poolable(list(files.values()))
     results = {s: load_result(p) for s, p in files.items()}
+    footnote = check_same_code(list(files.values()), list(results.values()), allow_mixed_code)
     task = next(iter(results.values()))["task"]
     metrics = sorted({m for r in results.values() for m, v in r["metrics"].items()
                       if isinstance(v, (int, float))})
     cells = {m: Cell(tuple((s, float(r["metrics"][m])) for s, r in results.items()
-                           if m in r["metrics"])) for m in metrics}
+                           if m in r["metrics"]), footnote=footnote) for m in metrics}
     steps = [(s, float(r["train"]["time/step/mean"])) for s, r in results.items()
              if "time/step/mean" in r.get("train", {})]
     if steps:
@@ -48,7 +50,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from tasks import TASKS
 
     folders = [Path(f) for f in args.runs]
-    runs = [run_cells(f) for f in folders]
+    runs = [run_cells(f, args.allow_mixed_code) for f in folders]
     tasks = {t for t, _ in runs}
     if len(tasks) > 1:
         raise ValueError(f"these runs evaluate different tasks ({sorted(tasks)}); compare runs "
@@ -83,4 +85,6 @@ def add_parser(sub) -> None:
     p.add_argument("runs", nargs="+", help="run folders: <results>/<task>/<method>/<model>/<setting>")
     p.add_argument("--metrics", default="", help="comma-separated metrics (default: the task's "
                                                  "headline metrics)")
+    p.add_argument("--allow-mixed-code", action="store_true",
+                   help="pool a folder's seeds even when different code made them (footnoted)")
     p.set_defaults(handler=cmd_compare)

@@ -93,7 +93,6 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
     ``band = "range"``), benchmark numbers at the evaluated steps (mean over seeds, error bars
     = sample std), and steps to the threshold. Returns the files and a Markdown summary."""
     from harness.reports.aggregate import mean_std
-    from harness.results import load_result, result_path
 
     spec, setting = plan.spec, plan.setting
     band = spec.raw.get("band", "iqr")
@@ -102,6 +101,7 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
     summary = [f"# {spec.name}: {spec.title}", "", spec.caption, ""]
     thr = spec.raw.get("threshold")
     per_method: dict[str, list[int | None]] = {}
+    mixed: list[str] = []  # footnotes of methods whose seeds are of several code versions
     jobs = [j for j in plan.jobs if j.stored and not j.row.base]
     # panel -> metric -> method -> (mean, std) of the evaluation after training
     evaluated: dict[int, dict[str, dict[str, tuple[float, float]]]] = {}
@@ -117,7 +117,10 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
             ax.fill_between(steps, lo, hi, alpha=0.2, color=line.get_color())
             ax.set_title(panel["label"])
             ax.set_xlabel("training step")
-        results = [load_result(result_path(job.seed_config(s))) for s in job.stored]
+        pooled, footnote = plan.stored_results(job)
+        results = [r for _, r in pooled]
+        if footnote:
+            mixed.append(f"{job.row.label}: {footnote}")
         for p, panel in enumerate(spec.raw.get("evaluated", ())):
             for metric in panel["metrics"]:
                 vals = [float(r["metrics"][metric]) for r in results if metric in r["metrics"]]
@@ -161,6 +164,9 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
             summary.append(f"- {method}: {median_steps(per_seed)}; per seed: {seeds}"
                            + (f" (paper: {ref})" if ref is not None else ""))
         summary.append("")
+    if mixed:
+        summary += ["Pooled across code versions (--allow-mixed-code):", "",
+                    *[f"- {m}" for m in mixed], ""]
     missing = [j for j in plan.jobs if not j.stored]
     if missing:
         summary.append("Not shown (no stored seed): " + ", ".join(
@@ -179,6 +185,7 @@ def diagnostics(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
     plt, fig, axes = _figure(2 * max(1, len(jobs)))
     summary = [f"# {spec.name}: {spec.title}", "", spec.caption, ""]
     for i, job in enumerate(jobs):
+        plan.stored_results(job)  # seeds of several code versions: refused unless allowed
         rows = [r for s in job.stored for r in train_log(job, s)]
         keys = sorted({k for r in rows for k in r if k.startswith("diag/")})
         means = {k: statistics.mean(float(r[k]) for r in rows if k in r) for k in keys}

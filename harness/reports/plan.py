@@ -27,6 +27,9 @@ class Job:
     seeds: tuple[int, ...]
     stored: tuple[int, ...] = ()
     blocked: str = ""  # why it cannot run here (missing model or data); "" if it can
+    # stored seeds made by other code than this tree's (another fingerprint); with
+    # --rerun-stale they are not in ``stored`` but in ``missing``
+    stale: tuple[int, ...] = ()
 
     @property
     def missing(self) -> tuple[int, ...]:
@@ -41,6 +44,18 @@ class Plan:
     spec: Spec
     setting: Setting
     jobs: list[Job] = field(default_factory=list)
+    allow_mixed_code: bool = False  # pool seeds of several code versions (footnoted)
+
+    def stored_results(self, job: Job) -> tuple[list[tuple[int, dict]], str]:
+        """(seed, result) of a job's stored seeds, and the footnote when they pool several code
+        versions (a ValueError naming them unless ``allow_mixed_code``)."""
+        from harness.reports.aggregate import check_same_code
+        from harness.results import load_result, result_path
+
+        paths = [result_path(job.seed_config(s)) for s in job.stored]
+        results = [load_result(p) for p in paths]
+        note = check_same_code(paths, results, self.allow_mixed_code)
+        return list(zip(job.stored, results)), note
 
     @property
     def blocked(self) -> dict[str, str]:
@@ -99,12 +114,17 @@ def data_problem(config: cfg.RunConfig) -> str:
 
 def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
               results_dir: str = "results", data_dir: str | None = None,
-              model_dir: str | None = None) -> Plan:
+              model_dir: str | None = None, allow_mixed_code: bool = False,
+              rerun_stale: bool = False) -> Plan:
+    """``rerun_stale``: stored seeds made by other code than this tree's count as missing."""
+    from harness import provenance
     from harness.launch import pending_seeds
+    from harness.results import load_result, result_path
 
     setting = spec.setting(setting_name)
     n_seeds = seeds or setting.seeds
-    plan = Plan(spec, setting)
+    plan = Plan(spec, setting, allow_mixed_code=allow_mixed_code)
+    here = provenance.fingerprint()
     for model_label in setting.models:
         model, model_missing = model_for(model_label, model_dir)
         for task in spec.tasks(setting_name):
@@ -114,9 +134,14 @@ def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
                 # a stored seed made with other settings stops the plan: it is never pooled
                 todo = pending_seeds(config, list(want))
                 have = tuple(s for s in want if s not in todo)
+                stale = tuple(s for s in have if provenance.of_result(load_result(result_path(
+                    replace(config, seed=s))))["fingerprint"] != here)
+                if rerun_stale:
+                    have = tuple(s for s in have if s not in stale)
                 blocked = model_missing or ("" if len(have) == len(want)
                                             else data_problem(config))
-                plan.jobs.append(Job(row, model_label, task, config, want, have, blocked))
+                plan.jobs.append(Job(row, model_label, task, config, want, have, blocked,
+                                     stale))
     return plan
 
 

@@ -39,7 +39,25 @@ def markdown(grid: Grid) -> str:
     for i, (label, cells) in enumerate(grid.rows):
         texts = [f"**{c.text()}**" if i in best[j] else c.text() for j, c in enumerate(cells)]
         lines.append("| " + " | ".join([label, *texts]) + " |")
+    notes = footnotes(grid)
+    if notes:
+        lines += [""] + [f"† {where}: {note}" for where, note in notes]
     return "\n".join(lines) + "\n"
+
+
+def footnotes(grid: Grid) -> list[tuple[str, str]]:
+    """(where, footnote) for the cells that carry one: once per row when every cell of the row
+    with values carries the same one, else per cell."""
+    out = []
+    for label, cells in grid.rows:
+        noted = [(head, c.footnote) for head, c in zip(_headers(grid), cells)
+                 if c.footnote and c.values]
+        valued = [c for c in cells if c.values]
+        if noted and len(noted) == len(valued) and len({n for _, n in noted}) == 1:
+            out.append((f"{label} (every cell)", noted[0][1]))
+        else:
+            out += [(f"{label} / {head}", note) for head, note in noted]
+    return out
 
 
 def latex(grid: Grid) -> str:
@@ -69,6 +87,7 @@ def latex(grid: Grid) -> str:
                  for j, c in enumerate(cells)]
         out.append(" & ".join([esc(label), *texts]) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
+    out += [f"% † {where}: {note}" for where, note in footnotes(grid)]
     return "\n".join(out) + "\n"
 
 
@@ -81,5 +100,6 @@ def csv_rows(grids: Sequence[Grid]) -> str:
             for head, c in zip(_headers(grid), cells):
                 fmt = lambda v: "" if math.isnan(v) else f"{v:.4f}"
                 w.writerow([grid.title, label, head, fmt(c.mean), fmt(c.std), c.n,
-                            " ".join(str(s) for s, _ in c.values), c.note])
+                            " ".join(str(s) for s, _ in c.values),
+                            "; ".join(x for x in (c.note, c.footnote) if x)])
     return buf.getvalue()

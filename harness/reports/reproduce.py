@@ -32,6 +32,9 @@ def describe(plan: Plan, results_dir: str) -> str:
             continue
         state = f"stored seeds {list(j.stored)}" + (f", to run {list(j.missing)}"
                                                      if j.missing else "")
+        stale = [s for s in j.stale if s in j.stored]
+        if stale:  # made by other code; --rerun-stale moves them to "to run"
+            state += f", stale (other code) {stale}"
         lines.append(f"  {j.task:<12} {j.row.label:<14} {j.model_label:<26} "
                      f"{j.config.preset:<16} {state}")
     todo = plan.to_run()
@@ -41,6 +44,35 @@ def describe(plan: Plan, results_dir: str) -> str:
         est += f" (+ {unknown} run(s) with nothing stored to estimate from)"
     lines.append(f"  {len(todo)} run(s) to do" + (f", {est}" if todo else ""))
     return "\n".join(lines)
+
+
+def code_versions(plan: Plan) -> str:
+    """A line on the code versions behind the stored seeds this table or figure reads ('' when
+    none is stored): one, or how many and which commits (rows of different versions are not
+    comparable as the same code)."""
+    from harness import provenance
+    from harness.results import load_result
+
+    seen: dict[str, set[str]] = {}
+    for job in plan.jobs:
+        for s in job.stored:
+            p = provenance.of_result(load_result(plan_result(job, s)))
+            seen.setdefault(p["fingerprint"], set()).add(p["commit"][:8] + ("-dirty" if
+                                                                             p["dirty"] else ""))
+    if not seen:
+        return ""
+    commits = ", ".join(sorted({c for cs in seen.values() for c in cs}))
+    if len(seen) == 1:
+        return f"Code: one version (commit {commits}, fingerprint {next(iter(seen))[:24]})."
+    return (f"Code: {len(seen)} versions made these seeds (commits {commits}); rows and cells of "
+            "different versions are not the same code (`reproduce --rerun-stale` remakes the "
+            "seeds of other versions than this tree's).")
+
+
+def plan_result(job, seed: int):
+    from harness.results import result_path
+
+    return result_path(job.seed_config(seed))
 
 
 def execute(plan: Plan) -> None:
@@ -75,8 +107,11 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     if spec.kind == "presets":
         print(f"wrote {write_table(name, [tables.presets_grid(spec)], tables_dir, spec.caption)}")
         return 0
-    plan = make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
-                     args.model_dir)
+    def planned():
+        return make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
+                         args.model_dir, args.allow_mixed_code, args.rerun_stale)
+
+    plan = planned()
     print(describe(plan, args.results_dir))
     if args.dry_run:
         return 0
@@ -87,9 +122,11 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
         return 2
     if not args.render_only:
         execute(plan)
-        plan = make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
-                         args.model_dir)  # now with the new seeds stored
+        plan = planned()  # now with the new seeds stored
     header = f"> {SMOKE_NOTE}" if args.preset == "smoke" else ""
+    versions = code_versions(plan)
+    if versions:
+        header += ("\n\n" if header else "") + versions
     if plan.blocked:
         header += "\n\nCells that need data or models this machine lacks:\n" + "\n".join(
             f"- {what}: {why}" for what, why in plan.blocked.items())
@@ -142,4 +179,10 @@ def add_parser(sub) -> None:
                                                           "the estimated time; run nothing")
     p.add_argument("--render-only", action="store_true",
                    help="run nothing; render what is stored (missing cells read 'not run')")
+    p.add_argument("--allow-mixed-code", action="store_true",
+                   help="pool seeds made by different code (fingerprints) into one cell, "
+                        "with a footnote naming the commits")
+    p.add_argument("--rerun-stale", action="store_true",
+                   help="rerun stored seeds made by other code than this tree's (with "
+                        "--dry-run: list them)")
     p.set_defaults(handler=cmd_reproduce)

@@ -31,8 +31,6 @@ def benchmark_grids(plan: Plan) -> list[Grid]:
     """One grid per model from the stored seeds of every job, then one per model the paper
     reports. A cell that cannot be made here says what it needs; a derived "mean" column is
     the per-seed mean of the row's other cells."""
-    from harness.results import load_result, result_path
-
     spec, setting = plan.spec, plan.setting
     columns = spec.columns_for(setting.name)
     jobs = {(j.model_label, j.task, j.row.label): j for j in plan.jobs}
@@ -51,11 +49,11 @@ def benchmark_grids(plan: Plan) -> list[Grid]:
                     continue
                 job = jobs[(model, col.task, row.label)]
                 if job.stored:
-                    results = [(s, load_result(result_path(job.seed_config(s))))
-                               for s in job.stored]
+                    results, footnote = plan.stored_results(job)
                     vals = tuple((s, float(r["metrics"][col.metric])) for s, r in results
                                  if col.metric in r["metrics"])
-                    cells.append(Cell(vals, "" if vals else f"no metric {col.metric}"))
+                    cells.append(Cell(vals, "" if vals else f"no metric {col.metric}",
+                                      footnote))
                 elif job.blocked:
                     cells.append(Cell(note=needs_text(job.blocked)))
                 else:

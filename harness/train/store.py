@@ -45,5 +45,5 @@ def store_result(run, examples: list[Example], responses: list[str],
         train={**summarise_training(history), "final_param_sha256": param_checksum},
         wall_seconds=wall,
         train_examples=train_examples, eval_examples=examples,
-        problems=scored.get("problems", ()), workers=workers))
+        problems=scored.get("problems", ()), workers=workers, provenance=run.provenance()))
     return path

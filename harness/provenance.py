@@ -1,0 +1,136 @@
+"""What code made a result: the commit, whether the tree was dirty, and a fingerprint of the
+sources that determine a run's outcome. Recorded when a seed starts and kept through its
+resumes; reports pool seeds only when their fingerprints agree.
+
+The fingerprint is a hash of the result-determining sources (every file under ``harness/``,
+``methods/``, ``tasks/`` and ``common/`` but the reports, benches, console and command-line
+code, which never change what a run computes). It is exact and costs milliseconds; it is also
+conservative: any edit of those files, even one that changes no number, makes seeds made
+before and after it not poolable (``--allow-mixed-code`` pools them with a footnote,
+``reproduce --rerun-stale`` remakes the old ones). A behavioural canary (a fixed tiny
+computation per method, hashed) would let such edits through, but its floating-point results
+differ between CPUs and thread counts, which would split seeds made by the same code on two
+machines.
+
+Results stored before fingerprints existed carry only the commit read when they were stored;
+their fingerprint is ``commit:<that commit>``, so they pool only with seeds stored at the same
+commit.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_ROOTS = ("harness", "methods", "tasks", "common")
+# what reads results or talks to the user, never what a run computes
+NOT_RESULT_SOURCES = ("harness/bench", "harness/reports", "harness/console", "harness/cli.py",
+                      "harness/flags.py", "harness/explain.py", "harness/__main__.py",
+                      "harness/provenance.py")
+SOURCE_SUFFIXES = (".py", ".json", ".jsonl", ".sql", ".toml", ".txt")
+
+
+def source_files(root: Path = PROJECT_ROOT) -> list[Path]:
+    """The result-determining source files, in a fixed order."""
+    out = []
+    for top in SOURCE_ROOTS:
+        for path in (root / top).rglob("*"):
+            rel = path.relative_to(root).as_posix()
+            if (path.is_file() and path.suffix in SOURCE_SUFFIXES and "__pycache__" not in rel
+                    and not any(rel == x or rel.startswith(x + "/") for x in NOT_RESULT_SOURCES)):
+                out.append(path)
+    return sorted(out, key=lambda p: p.relative_to(root).as_posix())
+
+
+def fingerprint(root: Path = PROJECT_ROOT) -> str:
+    """16 hex digits of a hash over every result-determining source's path and bytes."""
+    h = hashlib.sha256()
+    for path in source_files(root):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _git(*args: str, root: Path = PROJECT_ROOT) -> tuple[int, str]:
+    try:
+        done = subprocess.run(["git", *args], cwd=root, text=True, capture_output=True,
+                              timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return 1, ""
+    return done.returncode, done.stdout.strip()
+
+
+def current(root: Path = PROJECT_ROOT) -> dict:
+    """This tree's provenance: ``{"commit", "dirty", "fingerprint"}`` (commit "unknown"
+    outside a git checkout)."""
+    rc, commit = _git("rev-parse", "--verify", "-q", "HEAD", root=root)
+    _, status = _git("status", "--porcelain", "--untracked-files=no", root=root)
+    return {"commit": commit if rc == 0 and commit else "unknown", "dirty": bool(status),
+            "fingerprint": fingerprint(root)}
+
+
+def effective(record: dict) -> dict:
+    """A started run's provenance with its resumes folded in: the fingerprint stays its start's
+    when every resume ran the same code, else it names every version (``a+b``), which pools
+    with nothing else."""
+    prints = [record["fingerprint"]] + [r["fingerprint"] for r in record.get("resumed", ())]
+    out = {k: record[k] for k in ("commit", "dirty", "fingerprint")}
+    if len(set(prints)) > 1:
+        out["fingerprint"] = "+".join(dict.fromkeys(prints))
+    if record.get("resumed"):
+        out["resumed"] = list(record["resumed"])
+    return out
+
+
+def of_result(data: dict) -> dict:
+    """A stored result's provenance; for one stored before fingerprints existed, its commit
+    (as read when it was stored) stands in."""
+    if isinstance(data.get("provenance"), dict):
+        return data["provenance"]
+    stored = data.get("git_commit", "unknown")
+    return {"commit": stored.removesuffix("-dirty"), "dirty": stored.endswith("-dirty"),
+            "fingerprint": f"commit:{stored}"}
+
+
+def diff_stat(a: str, b: str, root: Path = PROJECT_ROOT) -> str:
+    """``git diff --stat a b`` over the result-determining sources, or "" when the repository
+    lacks either commit."""
+    if "unknown" in (a, b) or a == b:
+        return ""
+    for c in (a, b):
+        if _git("cat-file", "-e", f"{c}^{{commit}}", root=root)[0] != 0:
+            return ""
+    rc, out = _git("diff", "--stat", a, b, "--", *SOURCE_ROOTS,
+                   *(f":(exclude){x}" for x in NOT_RESULT_SOURCES), root=root)
+    return out if rc == 0 else ""
+
+
+def mixed_code(paths: Sequence[Path], results: Sequence[dict]) -> str:
+    """'' when these stored seeds share one fingerprint; otherwise what differs: each file's
+    commit and fingerprint, and the diff between the first two commits where the repository
+    has both."""
+    provs = [of_result(r) for r in results]
+    if len({p["fingerprint"] for p in provs}) <= 1:
+        return ""
+    lines = [f"  {path}: commit {p['commit'][:10]}{' (dirty)' if p['dirty'] else ''}, "
+             f"fingerprint {p['fingerprint'][:40]}" for path, p in zip(paths, provs)]
+    commits = list(dict.fromkeys(p["commit"] for p in provs))
+    stat = diff_stat(commits[0], commits[1]) if len(commits) > 1 else ""
+    if stat:
+        shown = stat.splitlines()
+        if len(shown) > 9:  # the first files and the summary line
+            shown = shown[:8] + [f"... ({len(shown) - 9} more files)"] + shown[-1:]
+        lines.append(f"  git diff --stat {commits[0][:10]} {commits[1][:10]}:")
+        lines += [f"    {x.strip()}" for x in shown]
+    return "\n".join(lines)
+
+
+def commits_note(results: Sequence[dict]) -> str:
+    """A footnote for a cell that pools seeds of several code versions."""
+    provs = [of_result(r) for r in results]
+    commits = list(dict.fromkeys(p["commit"][:8] + ("-dirty" if p["dirty"] else "")
+                                 for p in provs))
+    n = len({p["fingerprint"] for p in provs})
+    return f"pools seeds of {n} code versions (commits {', '.join(commits)})"
