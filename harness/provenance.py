@@ -23,7 +23,8 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from harness.assets import PROJECT_ROOT
+
 SOURCE_ROOTS = ("harness", "methods", "tasks", "common")
 # what reads results or talks to the user, never what a run computes
 NOT_RESULT_SOURCES = ("harness/bench", "harness/reports", "harness/console", "harness/cli.py",
@@ -62,13 +63,19 @@ def _git(*args: str, root: Path = PROJECT_ROOT) -> tuple[int, str]:
     return done.returncode, done.stdout.strip()
 
 
+def commit_state(root: Path = PROJECT_ROOT) -> tuple[str, bool]:
+    """(HEAD's commit, whether tracked files differ from it); "unknown" outside a git
+    checkout."""
+    rc, commit = _git("rev-parse", "--verify", "-q", "HEAD", root=root)
+    _, status = _git("status", "--porcelain", "--untracked-files=no", root=root)
+    return (commit if rc == 0 and commit else "unknown"), bool(status)
+
+
 def current(root: Path = PROJECT_ROOT) -> dict:
     """This tree's provenance: ``{"commit", "dirty", "fingerprint"}`` (commit "unknown"
     outside a git checkout)."""
-    rc, commit = _git("rev-parse", "--verify", "-q", "HEAD", root=root)
-    _, status = _git("status", "--porcelain", "--untracked-files=no", root=root)
-    return {"commit": commit if rc == 0 and commit else "unknown", "dirty": bool(status),
-            "fingerprint": fingerprint(root)}
+    commit, dirty = commit_state(root)
+    return {"commit": commit, "dirty": dirty, "fingerprint": fingerprint(root)}
 
 
 def effective(record: dict) -> dict:

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import Any, Iterable
 
 from harness.config import RunConfig, setting_name
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 VERSIONED_PACKAGES = ("torch", "transformers", "deepspeed", "ray", "accelerate", "tokenizers",
                       "numpy", "scipy", "bfcl-eval", "vllm")
 
@@ -118,16 +116,12 @@ def package_versions() -> dict[str, str]:
 
 
 def git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=PROJECT_ROOT,
-                              text=True, capture_output=True, timeout=10)
-        commit = head.stdout.strip() if head.returncode == 0 else ""
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=PROJECT_ROOT, text=True, capture_output=True,
-                               timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (commit or "unknown") + ("-dirty" if dirty else "")
+    """HEAD's commit, with ``-dirty`` when tracked files differ from it ("unknown" outside a
+    git checkout)."""
+    from harness.provenance import commit_state
+
+    commit, dirty = commit_state()
+    return commit + ("-dirty" if dirty else "")
 
 
 # version 1 added schema, config_hash and data (hashes of the training and evaluation items);
