@@ -45,16 +45,28 @@ class Plan:
     setting: Setting
     jobs: list[Job] = field(default_factory=list)
     allow_mixed_code: bool = False  # pool seeds of several code versions (footnoted)
+    # result path -> the validated result: each stored seed is read once per plan, however many
+    # columns, figures and checks read it
+    loaded: dict[Path, dict] = field(default_factory=dict, repr=False)
+
+    def result(self, job: Job, seed: int) -> dict:
+        """A stored seed's result (read once)."""
+        from harness.results import load_result, result_path
+
+        path = result_path(job.seed_config(seed))
+        if path not in self.loaded:
+            self.loaded[path] = load_result(path)
+        return self.loaded[path]
 
     def stored_results(self, job: Job) -> tuple[list[tuple[int, dict]], str]:
         """(seed, result) of a job's stored seeds, and the footnote when they pool several code
         versions (a ValueError naming them unless ``allow_mixed_code``)."""
         from harness.reports.aggregate import check_same_code
-        from harness.results import load_result, result_path
+        from harness.results import result_path
 
-        paths = [result_path(job.seed_config(s)) for s in job.stored]
-        results = [load_result(p) for p in paths]
-        note = check_same_code(paths, results, self.allow_mixed_code)
+        results = [self.result(job, s) for s in job.stored]
+        note = check_same_code([result_path(job.seed_config(s)) for s in job.stored], results,
+                               self.allow_mixed_code)
         return list(zip(job.stored, results)), note
 
     @property
@@ -119,7 +131,6 @@ def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
     """``rerun_stale``: stored seeds made by other code than this tree's count as missing."""
     from harness import provenance
     from harness.launch import pending_seeds
-    from harness.results import load_result, result_path
 
     setting = spec.setting(setting_name)
     n_seeds = seeds or setting.seeds
@@ -134,14 +145,14 @@ def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
                 # a stored seed made with other settings stops the plan: it is never pooled
                 todo = pending_seeds(config, list(want))
                 have = tuple(s for s in want if s not in todo)
-                stale = tuple(s for s in have if provenance.of_result(load_result(result_path(
-                    replace(config, seed=s))))["fingerprint"] != here)
+                job = Job(row, model_label, task, config, want, have)
+                stale = tuple(s for s in have if provenance.of_result(
+                    plan.result(job, s))["fingerprint"] != here)
                 if rerun_stale:
                     have = tuple(s for s in have if s not in stale)
                 blocked = model_missing or ("" if len(have) == len(want)
                                             else data_problem(config))
-                plan.jobs.append(Job(row, model_label, task, config, want, have, blocked,
-                                     stale))
+                plan.jobs.append(replace(job, stored=have, blocked=blocked, stale=stale))
     return plan
 
 

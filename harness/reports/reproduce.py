@@ -51,12 +51,11 @@ def code_versions(plan: Plan) -> str:
     none is stored): one, or how many and which commits (rows of different versions are not
     comparable as the same code)."""
     from harness import provenance
-    from harness.results import load_result
 
     seen: dict[str, set[str]] = {}
     for job in plan.jobs:
         for s in job.stored:
-            p = provenance.of_result(load_result(plan_result(job, s)))
+            p = provenance.of_result(plan.result(job, s))
             seen.setdefault(p["fingerprint"], set()).add(p["commit"][:8] + ("-dirty" if
                                                                              p["dirty"] else ""))
     if not seen:
@@ -67,12 +66,6 @@ def code_versions(plan: Plan) -> str:
     return (f"Code: {len(seen)} versions made these seeds (commits {commits}); rows and cells of "
             "different versions are not the same code (`reproduce --rerun-stale` remakes the "
             "seeds of other versions than this tree's).")
-
-
-def plan_result(job, seed: int):
-    from harness.results import result_path
-
-    return result_path(job.seed_config(seed))
 
 
 def execute(plan: Plan) -> None:
