@@ -24,7 +24,7 @@ from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import known_rewards, replay_messages
 from methods.diagnostics import batch_records, summarise
 from methods.registry import add
-from methods.tokens import js_distance, js_distances
+from methods.tokens import js_distances
 
 MODES = ("loo", "single", "joint")
 PASS = "replay"  # [N, K, T] raw replay distances d_k

@@ -33,6 +33,26 @@ TRL = Conventions(group_eps=1e-4, whiten_eps=1e-4, whiten="sequence", single="ab
 CONVENTIONS = {"verl": VERL, "trl": TRL}
 
 
+def _group_moments(values: torch.Tensor, group: torch.Tensor):
+    """Per (group, column) of [N, K] ``values`` (NaN: absent), in float64: the rows' group
+    index [N], valid mask [N, K], values with 0 for absent [N, K], and the groups' valid count,
+    mean and sum of squared deviations [G, K]."""
+    if values.dim() != 2:
+        raise ValueError(f"values must be [N, K], got {tuple(values.shape)}")
+    _, gidx = torch.unique(group, return_inverse=True)
+    num_groups = int(gidx.max().item()) + 1 if gidx.numel() else 0
+    valid = ~torch.isnan(values)
+    x = torch.where(valid, values, torch.zeros_like(values)).to(torch.float64)
+    k = values.shape[1]
+    count = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(
+        0, gidx, valid.to(torch.float64))
+    total = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, x)
+    mean = total / count.clamp(min=1)
+    dev = torch.where(valid, x - mean[gidx], torch.zeros_like(x))
+    sq = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, dev * dev)
+    return gidx, valid, x, count, mean, sq
+
+
 def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float,
                     single: str = "unit") -> torch.Tensor:
     """Normalise each column within its prompt group, ignoring NaNs.
@@ -45,19 +65,7 @@ def group_normalise(values: torch.Tensor, group: torch.Tensor, eps: float,
         [N, K]: ``(x - mean_g) / (std_g + eps)``; NaN stays NaN. A (group, column) with one
         valid value uses mean 0, std 1 (``single="unit"``) or becomes NaN (``"absent"``).
     """
-    if values.dim() != 2:
-        raise ValueError(f"values must be [N, K], got {tuple(values.shape)}")
-    _, gidx = torch.unique(group, return_inverse=True)
-    num_groups = int(gidx.max().item()) + 1 if gidx.numel() else 0
-    valid = ~torch.isnan(values)
-    x = torch.where(valid, values, torch.zeros_like(values)).to(torch.float64)
-    v = valid.to(torch.float64)
-    k = values.shape[1]
-    count = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, v)
-    total = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, x)
-    mean = total / count.clamp(min=1)
-    dev = torch.where(valid, x - mean[gidx], torch.zeros_like(x))
-    sq = torch.zeros(num_groups, k, dtype=torch.float64).index_add_(0, gidx, dev * dev)
+    gidx, valid, x, count, mean, sq = _group_moments(values, group)
     std = torch.sqrt(sq / (count - 1).clamp(min=1))
     single_mode, single = single, count <= 1
     if single_mode not in ("unit", "absent"):
@@ -78,22 +86,14 @@ def within_group_signal(values: torch.Tensor, group: torch.Tensor) -> torch.Tens
         group: [N] long group ids.
     Returns:
         [N, K] bool: False where reward k is absent for response n, or where response n's
-        group has >= 2 valid values of it and they are all equal. There ``group_normalise``
-        gives exactly 0 (each deviation from the mean is 0 in float64), so any per-reward
-        advantage built on it is 0 and a pass may skip the pair; a lone valid value (which
-        the "unit" convention keeps as the raw reward) stays True.
+        group has >= 2 valid values of it and they do not deviate from their mean (all
+        equal). There ``group_normalise`` gives exactly 0 (the same float64 deviations), so
+        any per-reward advantage built on it is 0 and a pass may skip the pair; a lone valid
+        value (which the "unit" convention keeps as the raw reward) stays True.
     """
-    if values.dim() != 2:
-        raise ValueError(f"values must be [N, K], got {tuple(values.shape)}")
-    valid = ~torch.isnan(values)
-    out = valid.clone()
-    for g in torch.unique(group).tolist():
-        rows = group == g
-        for k in range(values.shape[1]):
-            v = values[rows, k][valid[rows, k]]
-            if v.numel() >= 2 and bool((v == v[0]).all()):
-                out[rows, k] = False
-    return out
+    gidx, valid, _, count, _, sq = _group_moments(values, group)
+    constant = (count >= 2) & (sq == 0)
+    return valid & ~constant[gidx]
 
 
 def whiten(

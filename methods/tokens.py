@@ -45,24 +45,21 @@ def js_distances(h_p: torch.Tensor, h_qs: Sequence[torch.Tensor],
         raise ValueError(f"{len(wanted)} row masks for {len(h_qs)} contexts")
     out = torch.full((len(h_qs), *h_p.shape[:2]), float("nan"), dtype=torch.float32,
                      device=h_p.device)
-    idx = torch.stack(wanted).any(dim=0).nonzero().squeeze(1) if wanted else \
-        torch.zeros(0, dtype=torch.long)
-    if idx.numel() == 0:
+    if not h_qs:
         return out
+    idx = torch.stack(wanted).any(dim=0).nonzero().squeeze(1)  # the union's rows
     own = [w[idx] for w in wanted]  # each q's rows among the union's
-    all_rows = idx.numel() == n
     for s in range(0, h_p.shape[1], chunk):
-        hp = h_p[:, s:s + chunk] if all_rows else h_p[idx.to(h_p.device), s:s + chunk]
-        lp = torch.log_softmax(head(hp).float() / temperature, dim=-1)
+        lp = torch.log_softmax(head(h_p[idx.to(h_p.device), s:s + chunk]).float() / temperature,
+                               dim=-1)
         for c, h_q in enumerate(h_qs):
-            if not bool(own[c].any()):
-                continue
             sel = idx[own[c]]
-            hq = h_q[:, s:s + chunk] if bool(own[c].all()) and all_rows else \
-                h_q[sel.to(h_q.device), s:s + chunk]
-            lq = torch.log_softmax(head(hq).float() / temperature, dim=-1)
-            part = lp if bool(own[c].all()) else lp[own[c].to(lp.device)]
-            out[c, sel.to(out.device), s:s + chunk] = js_from_logprobs(part, lq)
+            if sel.numel():
+                lq = torch.log_softmax(head(h_q[sel.to(h_q.device), s:s + chunk]).float()
+                                       / temperature, dim=-1)
+                # lp itself where q compares every row of the union: no copy of [m, chunk, V]
+                part = lp if bool(own[c].all()) else lp[own[c].to(lp.device)]
+                out[c, sel.to(out.device), s:s + chunk] = js_from_logprobs(part, lq)
     return out
 
 
