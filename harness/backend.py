@@ -11,6 +11,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from harness import orphan
 from harness.config import RunConfig
 
 
@@ -33,6 +34,7 @@ def _worker_entry(loop_config: dict) -> None:
 
     from harness.checkpoints.store import RayCheckpointer
 
+    orphan.arm()  # an orphan of a killed job stops instead of storing the seed's result
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
     train_worker(RunConfig.from_dict(loop_config["config"]), reporter_factory=worker_reporter,
@@ -47,6 +49,7 @@ def _sft_entry(loop_config: dict) -> None:
     from harness.plugins import load_plugins
     from harness.warmstart.sft import sft_worker
 
+    orphan.arm()  # an orphan of a killed job stops instead of writing the warm start
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
     config = RunConfig.from_dict(loop_config["config"])

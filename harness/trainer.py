@@ -18,6 +18,7 @@ import torch
 import methods
 from harness import checks
 from harness import engine as eng
+from harness import orphan
 from harness.config import RunConfig
 from harness.data import PromptSampler, get_task, load_eval, load_train
 from harness.models import load_model, load_tokenizer
@@ -198,6 +199,7 @@ class Trainer:
                 metrics.update(self.startup)
             history.append(metrics)
             if log_path is not None:
+                orphan.check()  # a worker whose job was killed appends nothing
                 with log_path.open("a") as fh:
                     fh.write(json.dumps(metrics, sort_keys=True) + "\n")
             if progress is not None:

@@ -1,6 +1,7 @@
 """Step checkpoints and resume: a run SIGKILLed mid-training and run again ends with the same
 parameters and per-step metrics as an uninterrupted one; a worker killed mid-training is
 restarted by Ray Train from the last checkpoint. tiny-random, CPU."""
+import contextlib
 import json
 import os
 import signal
@@ -26,8 +27,10 @@ FLAGS = ["--model", "tiny-random", "--method", "gdpo", "--task", "toy", "--plugi
 
 
 def run_cli(results: Path, checkpoints: Path, kill_after_rows: int = 0) -> None:
-    """``harness run`` in its own session; SIGKILL the whole session (driver, Ray, workers)
-    once its training log has this many rows (0: let it finish)."""
+    """``harness run`` in its own session; once its training log has this many rows (0: let it
+    finish), SIGKILL the driver's process group (the driver, the GCS and the raylet: Ray starts
+    each worker in a group of its own), check that the orphaned training worker exits by itself,
+    then kill what is left of the session."""
     cmd = [sys.executable, "-m", "harness", "run", *FLAGS, "--results-dir", str(results),
            "--checkpoint-dir", str(checkpoints)]
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
@@ -45,6 +48,31 @@ def run_cli(results: Path, checkpoints: Path, kill_after_rows: int = 0) -> None:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _session_workers(proc.pid):
+        time.sleep(0.2)
+    left = _session_workers(proc.pid)
+    for pid in _session(proc.pid):  # idle orphans (Ray's own actors): not ours to test
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"training workers outlived their raylet by 30 s: {left}"
+
+
+def _session(sid: int) -> list[int]:
+    """The live processes of this session (field 6 of /proc/PID/stat; zombies left out)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _session_workers(sid: int) -> list[int]:
+    return [p for p in _session(sid) if "RayTrainWorker" in _cmdline(p)]
 
 
 def rows(path: Path) -> list[dict]:
@@ -62,6 +90,7 @@ def test_a_killed_run_resumes_to_the_same_checksum_and_metrics(tmp_path):
 
     # killed after step 3's row: the checkpoint of step 2 is complete, step 3 is lost
     run_cli(tmp_path / "resumed", tmp_path / "ck", kill_after_rows=3)
+    # the orphaned worker stored nothing: the result is the resumed run's
     assert not list((tmp_path / "resumed").rglob("seed0.json"))
     assert list((tmp_path / "ck").rglob("step-000002")), "no checkpoint was kept"
     run_cli(tmp_path / "resumed", tmp_path / "ck")  # the same command again

@@ -33,7 +33,10 @@ class RayCheckpointer:
         rank's into one checkpoint and registers it once all have reported."""
         import ray.train
 
+        from harness import orphan
+
         with tempfile.TemporaryDirectory(prefix="harness-ckpt-") as tmp:
             write(Path(tmp))
+            orphan.check()  # a worker whose job was killed saves nothing
             ray.train.report({"step": step}, checkpoint=ray.train.Checkpoint.from_directory(tmp),
                              checkpoint_dir_name=f"step-{step:06d}")

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from harness import orphan
 from harness.results import atomic_write_json, atomic_write_jsonl, make_record
 from tasks.base import Example
 
@@ -31,6 +32,7 @@ def store_result(run, examples: list[Example], responses: list[str],
                  workers: Sequence[dict] = ()) -> Path:
     """Predictions, then the training log, then the result JSON (the commit marker), at the
     seed's ``SeedRun`` paths."""
+    orphan.check()  # a worker whose job was killed stores nothing (a resume may be running)
     config, path = run.config, run.result
     items = {it["id"]: it for it in scored.get("items", [])}
     partial = run.partial_log

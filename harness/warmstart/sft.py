@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from harness import engine as eng
+from harness import orphan
 from harness.config import RunConfig, apply_overrides
 from harness.data import PromptSampler, get_task, load_eval
 from harness.loss import token_logprobs
@@ -222,6 +223,7 @@ def save(model, tokenizer, target: Path, info: dict) -> Path:
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        orphan.check()  # a worker whose job was killed does not replace the folder
         if target.exists():  # an incomplete earlier attempt (no marker): replace it
             shutil.rmtree(target)
         os.replace(tmp, target)
