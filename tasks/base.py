@@ -109,6 +109,9 @@ class Task:
     load_eval: Callable[[Path | None], list[Example]]
     score: Callable[[Sequence[Example], Sequence[str]], dict]
     headline: tuple[str, ...] = ()  # metric names shown in the run's summary table
+    # metrics where smaller is better (error rates, steps, ...); every other metric of the task
+    # is better when larger: tables mark the best row and compare rows by this direction
+    lower_is_better: tuple[str, ...] = ()
     # spans(example, response) -> {reward or part name: [(start, end) character ranges]}: what
     # each verifier reads and the response's parts, for token-level diagnostics (optional)
     spans: Optional[Callable[[Example, str], dict]] = None
@@ -121,6 +124,9 @@ class Task:
     # package that a benchmark's own evaluation code imports), each with its fix; checked
     # before any worker starts
     preflight: Optional[Callable[[Path | None], list[str]]] = None
+
+    def higher_is_better(self, metric: str) -> bool:
+        return metric not in self.lower_is_better
 
     def configured(self, task_config: Any) -> "Task":
         """This task under a run's ``TaskConfig`` (itself when it has no options)."""

@@ -10,7 +10,7 @@ from harness.reports.aggregate import Cell
 from harness.results import atomic_write_json, atomic_write_jsonl, result_path
 
 
-def store(job, seed, metrics, log=None, config=None, wall=100.0):
+def store(job, seed, metrics, log=None, config=None, wall=100.0, step_time=2.0):
     """A result file (and per-step log) as the trainer writes them, for one seed of a job."""
     config = config or job.seed_config(seed)
     path = result_path(job.seed_config(seed))
@@ -18,7 +18,7 @@ def store(job, seed, metrics, log=None, config=None, wall=100.0):
     atomic_write_jsonl(path.with_suffix(".train.jsonl"), log)
     atomic_write_json(path, {"task": job.task, "method": job.row.method, "model": job.model_label,
                              "seed": seed, "metrics": metrics, "num_eval_items": 20,
-                             "train": {"steps": len(log), "time/step/mean": 2.0},
+                             "train": {"steps": len(log), "time/step/mean": step_time},
                              "wall_seconds": wall, "config": config.to_dict(), "versions": {},
                              "git_commit": "test"})
     return path
@@ -227,16 +227,21 @@ def test_compare_gives_the_paired_per_seed_difference(tmp_path, capsys):
     plan = table3_plan(tmp_path)
     jobs = {j.row.label: j for j in plan.jobs}
     for s, (g, m) in enumerate([(10.0, 13.0), (20.0, 21.0), (30.0, 35.0)]):
-        store(jobs["GDPO"], s, {"non_live_overall": g, "live_overall": 0.0, "format_rate": 1.0})
-        store(jobs["MRTPO"], s, {"non_live_overall": m, "live_overall": 0.0, "format_rate": 1.0})
+        store(jobs["GDPO"], s, {"non_live_overall": g, "live_overall": 0.0, "format_rate": 1.0},
+              step_time=2.0)
+        store(jobs["MRTPO"], s, {"non_live_overall": m, "live_overall": 0.0, "format_rate": 1.0},
+              step_time=3.0)
     folders = [str(result_path(jobs[k].config).parent) for k in ("MRTPO", "GDPO")]
     assert cli.main(["compare", *folders]) == 0
     out = capsys.readouterr().out
     assert "| mrtpo/smoke-learn-30-8c452226 | **23.00 ± 11.14** |" in out  # best mean: bold
-    diff = aggregate.paired_difference(Cell(((0, 13.0), (1, 21.0), (2, 35.0))),
-                                       Cell(((0, 10.0), (1, 20.0), (2, 30.0))))
-    assert diff.values == ((0, 3.0), (1, 1.0), (2, 5.0)) and "3.00 ± 2.00" in out
-    assert "seeds in both: [0, 1, 2]" in out
+    # seconds per step: smaller is better, so GDPO's 2.00 is the bold one, not MRTPO's 3.00
+    assert "| **2.00 ± 0.00** | 3 |" in out and "| 3.00 ± 0.00 | 3 |" in out
+    # per seed 3, 1, 5: mean 3, sd 2, t(0.975, 2) * 2 / sqrt(3) = 4.968 -> [-1.97, +7.97],
+    # covers 0: undecided; MRTPO above GDPO in 6 of 9 seed pairs -> P = 0.67
+    assert "| mrtpo/smoke-learn-30-8c452226 | +3.00 [−1.97, +7.97]? P=0.67 |" in out
+    # effect 3 / 2 = 1.5: a paired t-test needs 6 seeds for 80 % power (G*Power: 6)
+    assert "| mrtpo/smoke-learn-30-8c452226 | 6 |" in out
 
 
 def test_steps_to_threshold_and_its_median_over_seeds():

@@ -53,10 +53,55 @@ class Cell:
             return self.note or "–"
         return cell([v for _, v in self.values], digits) + (" †" if self.footnote else "")
 
+    def csv_note(self) -> str:
+        return "; ".join(x for x in (self.note, self.footnote) if x)
+
+
+@dataclass(frozen=True)
+class ContrastCell(Cell):
+    """A row against the reference row on one metric: ``values`` are the per-seed paired
+    differences; the text gives their mean, 95 % interval and probability of improvement
+    (harness.reports.uncertainty)."""
+
+    paired: object = None  # uncertainty.Paired; None: nothing to compare (``note`` says why)
+    power: bool = False  # show the seeds needed for 80 % power instead
+
+    @staticmethod
+    def of(row: Cell, reference: Cell, higher: bool = True, power: bool = False) -> "Cell":
+        from harness.reports.uncertainty import paired
+
+        if not row.values or not reference.values:
+            return Cell(note="–")
+        p = paired(row.values, reference.values, higher)
+        if not p.n:
+            return Cell(note="no shared seeds")
+        footnote = " / ".join(dict.fromkeys(f for f in (row.footnote, reference.footnote) if f))
+        return ContrastCell(tuple(zip(p.seeds, p.diffs)), footnote=footnote, paired=p,
+                            power=power)
+
+    def text(self, digits: int = 2) -> str:
+        from harness.reports import uncertainty
+
+        out = (uncertainty.power_text(self.paired) if self.power
+               else uncertainty.text(self.paired, digits))
+        return out + (" †" if self.footnote else "")
+
+    def csv_note(self) -> str:
+        from harness.reports import uncertainty
+
+        p = self.paired
+        low, high = p.interval
+        parts = [f"95% interval [{low:.4f}, {high:.4f}]" if not math.isnan(low) else
+                 "no interval (one seed)",
+                 "decided" if p.decided else "undecided",
+                 f"P(improvement) {p.poi:.4f}",
+                 f"seeds for 80% power {uncertainty.power_text(p)}"]
+        return "; ".join(parts + [x for x in (self.note, self.footnote) if x])
+
 
 def best_rows(cells: Sequence[Cell], higher: bool = True) -> set[int]:
-    """Indices of the cells with the best mean (ties all marked); none when fewer than two
-    cells have values or all of them are equal."""
+    """Indices of the cells with the best mean (ties all marked; ``higher``: the metric's
+    direction); none when fewer than two cells have values or all of them are equal."""
     have = [(i, c.mean) for i, c in enumerate(cells) if c.values]
     if len(have) < 2 or max(m for _, m in have) - min(m for _, m in have) <= 1e-9:
         return set()  # nothing to tell apart: no cell is marked
@@ -73,12 +118,6 @@ def mean_of_columns(row: Sequence[Cell]) -> Cell:
         if len(vals) == sum(1 for c in row if c.values):
             out.append((s, sum(vals) / len(vals)))
     return Cell(tuple(out), "" if out else "–")
-
-
-def paired_difference(a: Cell, b: Cell) -> Cell:
-    """Per seed present in both: a - b (the paired comparison of two methods)."""
-    da, db = dict(a.values), dict(b.values)
-    return Cell(tuple((s, da[s] - db[s]) for s in sorted(set(da) & set(db))))
 
 
 def settings_differ(paths: Sequence[Path]) -> dict[str, list]:

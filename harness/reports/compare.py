@@ -1,5 +1,7 @@
 """``python -m harness compare RUN_DIR...``: stored runs side by side (mean ± sample std and n
-of the task's headline metrics); for two runs also the paired per-seed difference."""
+of the task's headline metrics), then every run against a reference run (the GDPO one unless
+``--reference``): the paired per-seed difference with its 95 % interval and probability of
+improvement, and the seeds that would resolve it at 80 % power."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +9,10 @@ import re
 from pathlib import Path
 
 from harness.reports import render
-from harness.reports.aggregate import Cell, check_poolable, check_same_code, paired_difference
+from harness.reports.aggregate import Cell, check_poolable, check_same_code
+
+# the harness's own columns and their direction (a task's metrics declare theirs on the task)
+TIME_COLUMN = "s/step"  # seconds per training step: smaller is better
 
 
 def seed_files(folder: Path) -> dict[int, Path]:
@@ -37,7 +42,7 @@ def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[s
     steps = [(s, float(r["train"]["time/step/mean"])) for s, r in results.items()
              if "time/step/mean" in r.get("train", {})]
     if steps:
-        cells["s/step"] = Cell(tuple(steps))
+        cells[TIME_COLUMN] = Cell(tuple(steps))
     return task, cells
 
 
@@ -46,8 +51,22 @@ def label(folder: Path) -> str:
     return "/".join(parts[-3:-2] + parts[-1:])  # method/setting
 
 
+def reference_index(folders: list[Path], reference: str | None) -> int:
+    """Which of ``folders`` the others are compared against: ``reference`` (one of them), or
+    the first GDPO run, or the first run."""
+    if reference:
+        want = Path(reference).resolve()
+        for i, f in enumerate(folders):
+            if f.resolve() == want:
+                return i
+        raise ValueError(f"--reference {reference} is not one of the compared runs")
+    methods = [f.resolve().parts[-3] for f in folders]
+    return methods.index("gdpo") if "gdpo" in methods else 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from tasks import TASKS
+    from harness.reports.tables import contrast_grids
 
     folders = [Path(f) for f in args.runs]
     runs = [run_cells(f, args.allow_mixed_code) for f in folders]
@@ -55,36 +74,36 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(tasks) > 1:
         raise ValueError(f"these runs evaluate different tasks ({sorted(tasks)}); compare runs "
                          "of one task")
-    task = tasks.pop()
-    headline = list(args.metrics.split(",")) if args.metrics else list(TASKS.get(task).headline)
-    columns = [m for m in headline if any(m in c for _, c in runs)] + ["s/step"]
-    grid = render.Grid(f"{task}: mean ± sample std over seeds (n = seeds)", "run",
-                       [""] * (len(columns) + 1), [*columns, "n"])
+    task = TASKS.get(tasks.pop())
+    headline = list(args.metrics.split(",")) if args.metrics else list(task.headline)
+    columns = [m for m in headline if any(m in c for _, c in runs)] + [TIME_COLUMN]
+    higher = [m != TIME_COLUMN and task.higher_is_better(m) for m in columns]
+    grid = render.Grid(f"{task.name}: mean ± sample std over seeds (n = seeds)", "run",
+                       [""] * (len(columns) + 1), [*columns, "n"], higher=[*higher, True])
     for folder, (_, cells) in zip(folders, runs):
         n = max((c.n for c in cells.values()), default=0)
         grid.rows.append((label(folder), [cells.get(m, Cell(note="–")) for m in columns]
                           + [Cell(note=str(n))]))
     print(render.markdown(grid))
-    if len(runs) == 2:
-        (_, a), (_, b) = runs
-        diff = render.Grid(f"paired difference per seed, {label(folders[0])} minus "
-                           f"{label(folders[1])}", "", [""] * len(columns), columns,
-                           mark_best=False)
-        cells = [paired_difference(a[m], b[m]) if m in a and m in b else Cell(note="–")
-                 for m in columns]
-        diff.rows.append(("mean ± std", cells))
-        print(render.markdown(diff))
-        shared = sorted({s for c in cells for s, _ in c.values})
-        print(f"seeds in both: {shared or 'none'}")
+    if len(runs) > 1:
+        ref = label(folders[reference_index(folders, args.reference)])
+        body = render.Grid(grid.title, "run", [""] * len(columns), columns, higher=higher,
+                           rows=[(name, cells[:-1]) for name, cells in grid.rows])
+        for g in contrast_grids(body, ref):
+            print(render.markdown(g))
     return 0
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="stored runs side by side; for two, the paired per-seed "
-                                       "difference")
+    p = sub.add_parser("compare", help="stored runs side by side, and each against a reference "
+                                       "run: paired per-seed difference, 95 %% interval, "
+                                       "probability of improvement, seeds for 80 %% power")
     p.add_argument("runs", nargs="+", help="run folders: <results>/<task>/<method>/<model>/<setting>")
     p.add_argument("--metrics", default="", help="comma-separated metrics (default: the task's "
                                                  "headline metrics)")
+    p.add_argument("--reference", default=None,
+                   help="the run folder the others are compared against (default: the GDPO "
+                        "run, else the first)")
     p.add_argument("--allow-mixed-code", action="store_true",
                    help="pool a folder's seeds even when different code made them (footnoted)")
     p.set_defaults(handler=cmd_compare)

@@ -88,10 +88,64 @@ def save(fig, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
-def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
+SENSITIVITY_WINDOWS = (3, 5, 7)  # trailing-mean windows the steps-to-threshold order is read at
+SENSITIVITY_OFFSETS = (-0.05, 0.0, 0.05)  # around the spec's threshold (0.75, 0.8, 0.85)
+
+
+def censored_steps(log: list[dict], key: str, value: float, window: int) -> float:
+    """Steps to the threshold, a seed that never reaches it counted as its last step + 1 (a
+    lower bound of its true steps: differences against it lean towards "no difference")."""
+    got = steps_to_threshold(log, key, value, window)
+    return float(got) if got is not None else float(max(int(r["step"]) for r in log) + 1)
+
+
+def threshold_contrasts(logs: dict[str, dict[int, list[dict]]], key: str, value: float,
+                        window: int, reference: str) -> list[str]:
+    """Per method against ``reference``: the paired per-seed difference in steps to the
+    threshold (fewer is better) with its 95 % interval, probability of improvement and the
+    seeds for 80 % power, as Markdown list items."""
+    from harness.reports import uncertainty
+
+    steps = {m: [(s, censored_steps(log, key, value, window)) for s, log in by_seed.items()]
+             for m, by_seed in logs.items()}
+    out = []
+    for method, per_seed in steps.items():
+        if method == reference:
+            continue
+        p = uncertainty.paired(per_seed, steps[reference], higher=False)
+        out.append(f"- {method} − {reference}: {uncertainty.text(p, 1)} steps; seeds for 80 % "
+                   f"power: {uncertainty.power_text(p)}")
+    return out
+
+
+def sensitivity(logs: dict[str, dict[int, list[dict]]], key: str, value: float) -> list[str]:
+    """A Markdown table: the median steps to the threshold per method at each trailing window
+    and threshold around the spec's, and the order of the methods it gives."""
+    methods = list(logs)
+    rows = ["| window | threshold | " + " | ".join(methods) + " | order (fewest steps first) |",
+            "|---|---|" + "---|" * (len(methods) + 1)]
+    for window in SENSITIVITY_WINDOWS:
+        for offset in SENSITIVITY_OFFSETS:
+            thr = round(value + offset, 4)
+            med = {m: statistics.median(censored_steps(log, key, thr, window)
+                                        for log in by_seed.values())
+                   for m, by_seed in logs.items()}
+            order = sorted(methods, key=lambda m: med[m])
+            text = " < ".join(order)
+            for a, b in zip(order, order[1:]):
+                if med[a] == med[b]:
+                    text = text.replace(f"{a} < {b}", f"{a} = {b}")
+            rows.append(f"| {window} | {thr:g} | " + " | ".join(f"{med[m]:g}" for m in methods)
+                        + f" | {text} |")
+    return rows
+
+
+def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[list[Path], str]:
     """Training curves (median and interquartile band over seeds, or the seeds' range with
     ``band = "range"``), benchmark numbers at the evaluated steps (mean over seeds, error bars
-    = sample std), and steps to the threshold. Returns the files and a Markdown summary."""
+    = sample std), and steps to the threshold, each method against ``reference`` (the spec's:
+    GDPO) with a 95 % interval, and the order's sensitivity to the window and threshold.
+    Returns the files and a Markdown summary."""
     from harness.reports.aggregate import mean_std
 
     spec, setting = plan.spec, plan.setting
@@ -101,6 +155,7 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
     summary = [f"# {spec.name}: {spec.title}", "", spec.caption, ""]
     thr = spec.raw.get("threshold")
     per_method: dict[str, list[int | None]] = {}
+    logs_of: dict[str, dict[int, list[dict]]] = {}  # method -> seed -> per-step log
     mixed: list[str] = []  # footnotes of methods whose seeds are of several code versions
     jobs = [j for j in plan.jobs if j.stored and not j.row.base]
     # panel -> metric -> method -> (mean, std) of the evaluation after training
@@ -130,6 +185,7 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
         if thr:
             per_method[job.row.label] = [steps_to_threshold(log, thr["key"], thr["value"],
                                                             setting.smooth) for log in logs]
+            logs_of[job.row.label] = dict(zip(job.stored, logs))
     n_curves = len(spec.raw.get("curves", ()))
     for p, panel in enumerate(spec.raw.get("evaluated", ())):
         # evaluated once, after training: bars per method (error bars: sample std over seeds)
@@ -164,6 +220,19 @@ def curves(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
             summary.append(f"- {method}: {median_steps(per_seed)}; per seed: {seeds}"
                            + (f" (paper: {ref})" if ref is not None else ""))
         summary.append("")
+        want = (reference or spec.reference).lower()
+        ref_label = next((m for m in logs_of if m.lower() == want), None)
+        if ref_label is not None and len(logs_of) > 1:
+            from harness.reports import uncertainty
+
+            summary += [f"Against {ref_label}, per shared seed (fewer steps is better; a seed "
+                        "that never reaches the threshold counts as its last step + 1):", "",
+                        *threshold_contrasts(logs_of, thr["key"], thr["value"], setting.smooth,
+                                             ref_label), "", uncertainty.LEGEND, ""]
+        if logs_of:
+            summary += ["Sensitivity of the order to the trailing window and the threshold "
+                        "(median steps over seeds):", "",
+                        *sensitivity(logs_of, thr["key"], thr["value"]), ""]
     if mixed:
         summary += ["Pooled across code versions (--allow-mixed-code):", "",
                     *[f"- {m}" for m in mixed], ""]

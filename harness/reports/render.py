@@ -21,11 +21,16 @@ class Grid:
     columns: list[str]
     rows: list[tuple[str, list[Cell]]] = field(default_factory=list)
     mark_best: bool = True
+    # per column, whether larger is better (the metric's declaration); None: all of them
+    higher: list[bool] | None = None
+    legend: str = ""  # a line under the block saying how to read its cells
 
     def best(self) -> list[set[int]]:
         if not self.mark_best:
             return [set() for _ in self.columns]
-        return [best_rows([cells[j] for _, cells in self.rows]) for j in range(len(self.columns))]
+        higher = self.higher or [True] * len(self.columns)
+        return [best_rows([cells[j] for _, cells in self.rows], higher[j])
+                for j in range(len(self.columns))]
 
 
 def _headers(grid: Grid) -> list[str]:
@@ -42,6 +47,8 @@ def markdown(grid: Grid) -> str:
     notes = footnotes(grid)
     if notes:
         lines += [""] + [f"† {where}: {note}" for where, note in notes]
+    if grid.legend:
+        lines += ["", grid.legend]
     return "\n".join(lines) + "\n"
 
 
@@ -66,7 +73,7 @@ def latex(grid: Grid) -> str:
     def esc(s: str) -> str:
         return (s.replace("\\", r"\textbackslash{}").replace("&", r"\&").replace("%", r"\%")
                 .replace("_", r"\_").replace("#", r"\#").replace("±", r"$\pm$")
-                .replace("β", r"$\beta$"))
+                .replace("β", r"$\beta$").replace("−", r"$-$"))
 
     spans: list[tuple[str, int]] = []
     for g in grid.groups:
@@ -88,6 +95,8 @@ def latex(grid: Grid) -> str:
         out.append(" & ".join([esc(label), *texts]) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     out += [f"% † {where}: {note}" for where, note in footnotes(grid)]
+    if grid.legend:
+        out.append(f"% {grid.legend}")
     return "\n".join(out) + "\n"
 
 
@@ -100,6 +109,5 @@ def csv_rows(grids: Sequence[Grid]) -> str:
             for head, c in zip(_headers(grid), cells):
                 fmt = lambda v: "" if math.isnan(v) else f"{v:.4f}"
                 w.writerow([grid.title, label, head, fmt(c.mean), fmt(c.std), c.n,
-                            " ".join(str(s) for s, _ in c.values),
-                            "; ".join(x for x in (c.note, c.footnote) if x)])
+                            " ".join(str(s) for s, _ in c.values), c.csv_note()])
     return buf.getvalue()

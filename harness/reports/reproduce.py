@@ -124,13 +124,14 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
         header += "\n\nCells that need data or models this machine lacks:\n" + "\n".join(
             f"- {what}: {why}" for what, why in plan.blocked.items())
     if spec.kind in ("benchmark", "localisation"):
-        grids = (tables.benchmark_grids if spec.kind == "benchmark"
-                 else tables.localisation_grids)(plan)
+        grids = (tables.benchmark_grids(plan, args.reference) if spec.kind == "benchmark"
+                 else tables.localisation_grids(plan))
         print(f"wrote {write_table(name, grids, tables_dir, header)}")
         return 0
     make = {"curves": figures.curves, "diagnostics": figures.diagnostics,
             "explain": figures.explained}[spec.kind]
-    files, summary = make(plan, figures_dir)
+    files, summary = (make(plan, figures_dir, args.reference) if spec.kind == "curves"
+                      else make(plan, figures_dir))
     md = figures_dir / f"{name}.md"
     atomic_write_text(md, (header + "\n\n" if header else "") + summary)
     print(summary)
@@ -175,6 +176,10 @@ def add_parser(sub) -> None:
     p.add_argument("--allow-mixed-code", action="store_true",
                    help="pool seeds made by different code (fingerprints) into one cell, "
                         "with a footnote naming the commits")
+    p.add_argument("--reference", default=None,
+                   help="the row every other is compared against (paired difference, 95 %% "
+                        "interval, probability of improvement, seeds for 80 %% power); "
+                        "default: the spec's, GDPO")
     p.add_argument("--rerun-stale", action="store_true",
                    help="rerun stored seeds made by other code than this tree's (with "
                         "--dry-run: list them)")

@@ -70,6 +70,8 @@ class Spec:
     settings: tuple[Setting, ...] = ()
     paper: dict = field(default_factory=dict, hash=False, compare=False)
     row_header: str = "Method"
+    # the row (benchmark tables) or method (figures) every other is compared against
+    reference: str = "GDPO"
     raw: dict = field(default_factory=dict, hash=False, compare=False)  # kind-specific keys
 
     def setting(self, name: str) -> Setting:
@@ -140,11 +142,13 @@ def parse(path: Path) -> Spec:
                               metric=c.get("metric", ""), group=c.get("group", ""),
                               derived=c.get("derived", ""),
                               settings=tuple(c.get("settings") or ())))
-    known = {"title", "caption", "kind", "rows", "columns", "settings", "paper", "row_header"}
+    known = {"title", "caption", "kind", "rows", "columns", "settings", "paper", "row_header",
+             "reference"}
     return Spec(name=path.stem, title=data.get("title", path.stem),
                 caption=data.get("caption", ""), kind=kind, path=path, rows=tuple(rows),
                 columns=tuple(columns), settings=_settings(path, data),
                 paper=data.get("paper") or {}, row_header=data.get("row_header", "Method"),
+                reference=data.get("reference", "GDPO"),
                 raw={k: v for k, v in data.items() if k not in known})
 
 
@@ -178,6 +182,9 @@ def check(spec: Spec) -> None:
     except (KeyError, SpecError) as exc:
         raise _fail(where, str(exc)) from None
     if spec.kind == "benchmark":
+        if spec.reference not in {r.label for r in spec.rows}:
+            raise _fail(where, f"reference row {spec.reference!r} is not one of its rows; set "
+                               "reference = \"<row label>\"")
         n_paper = len([c for c in spec.columns if "smoke" not in c.settings or
                        "paper" in c.settings])
         for model, rows in spec.paper.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from harness.reports.aggregate import Cell, cell, mean_of_columns
+from harness.reports.aggregate import Cell, ContrastCell, cell, mean_of_columns
 from harness.reports.plan import Plan, needs_text
 from harness.reports.render import Grid
 from harness.reports.spec import Spec, paper_cell
@@ -27,11 +27,54 @@ def render(rows: list[tuple[str, dict[str, list[float]]]], columns: Sequence[str
     return "\n".join(lines)
 
 
-def benchmark_grids(plan: Plan) -> list[Grid]:
-    """One grid per model from the stored seeds of every job, then one per model the paper
+def column_directions(columns) -> list[bool]:
+    """Per spec column, whether larger is better (its task's declaration; derived means of
+    higher-is-better columns are too)."""
+    from tasks import TASKS
+
+    return [True if c.derived else TASKS.get(c.task).higher_is_better(c.metric)
+            for c in columns]
+
+
+def contrast_grids(grid: Grid, reference: str) -> list[Grid]:
+    """For a grid of per-seed cells: every other row against the ``reference`` row (paired
+    difference, 95 % interval, probability of improvement), then the seeds each difference
+    would need at 80 % power (left out when no cell shares two seeds). None when the
+    reference row is absent or has no values."""
+    from harness.reports import uncertainty
+
+    rows = dict(grid.rows)
+    if reference not in rows or not any(c.values for c in rows[reference]):
+        return []
+    higher = grid.higher or [True] * len(grid.columns)
+    out = []
+    for power in (False, True):
+        what = ("seeds for 80 % power, against" if power else "paired difference per seed "
+                "against")
+        g = Grid(f"{grid.title}: {what} {reference}", grid.row_header, list(grid.groups),
+                 list(grid.columns), mark_best=False,
+                 legend=uncertainty.POWER_LEGEND if power else uncertainty.LEGEND)
+        for label, cells in grid.rows:
+            if label != reference:
+                g.rows.append((label, [ContrastCell.of(c, r, h, power) for c, r, h in
+                                       zip(cells, rows[reference], higher)]))
+        if power and not any(isinstance(c, ContrastCell) and c.n >= 2
+                             for _, cells in g.rows for c in cells):
+            continue  # one shared seed everywhere: no spread to size a study from
+        out.append(g)
+    return out
+
+
+def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
+    """One grid per model from the stored seeds of every job, each followed by its rows
+    against the ``reference`` row (the spec's, GDPO by default); then one per model the paper
     reports. A cell that cannot be made here says what it needs; a derived "mean" column is
     the per-seed mean of the row's other cells."""
     spec, setting = plan.spec, plan.setting
+    reference = reference or spec.reference
+    if reference not in {r.label for r in spec.rows}:
+        raise ValueError(f"{spec.name} has no row {reference!r} to compare against (rows: "
+                         f"{', '.join(r.label for r in spec.rows)})")
     columns = spec.columns_for(setting.name)
     jobs = {(j.model_label, j.task, j.row.label): j for j in plan.jobs}
     grids = []
@@ -40,7 +83,8 @@ def benchmark_grids(plan: Plan) -> list[Grid]:
                                           for t in spec.tasks(setting.name)))
         pinned = "".join(f", {k}={v}" for k, v in setting.overrides)
         grid = Grid(f"{spec.title}: {model}, setting {setting.name} (preset {presets}{pinned})",
-                    spec.row_header, [c.group for c in columns], [c.label for c in columns])
+                    spec.row_header, [c.group for c in columns], [c.label for c in columns],
+                    higher=column_directions(columns))
         for row in spec.rows:
             cells: list[Cell] = []
             for col in columns:
@@ -63,7 +107,7 @@ def benchmark_grids(plan: Plan) -> list[Grid]:
         if ns:  # how many seeds the cells pool (each cell's own n is in the CSV)
             grid.title += (f"; n = {ns[0]} seed{'s' * (ns[0] > 1)} per cell" if len(ns) == 1
                            else f"; n = {ns[0]}-{ns[-1]} seeds per cell")
-        grids.append(grid)
+        grids += [grid, *contrast_grids(grid, reference)]
     paper_columns = [c for c in spec.columns if not c.settings or "paper" in c.settings]
     for model, rows in spec.paper.items():
         grid = Grid(f"The paper's numbers: {model}", spec.row_header,

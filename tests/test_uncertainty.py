@@ -1,0 +1,118 @@
+"""Uncertainty of a comparison (harness.reports.uncertainty) on hand-computed numbers: the
+paired t-interval, rliable's probability of improvement, the seeds for 80 % power (checked
+against G*Power's paired t-test tables), and their use in tables and Figure 4's summary."""
+import math
+
+import pytest
+
+from harness.reports import figures, uncertainty as u
+from harness.reports.aggregate import Cell, ContrastCell, best_rows
+from harness.reports.render import Grid, markdown
+from harness.reports.tables import contrast_grids
+
+T_975_2 = 4.302652729911275  # Student t, 97.5 % quantile, 2 degrees of freedom
+
+
+def test_t_interval_of_the_mean_difference():
+    low, high = u.t_interval([3.0, 1.0, 5.0])  # mean 3, sd 2, se 2 / sqrt(3)
+    half = T_975_2 * 2 / math.sqrt(3)
+    assert low == pytest.approx(3 - half) and high == pytest.approx(3 + half)
+    assert all(math.isnan(x) for x in u.t_interval([2.0]))  # one seed: no interval
+    assert u.t_interval([1.5, 1.5, 1.5]) == (1.5, 1.5)  # no spread
+
+
+def test_probability_of_improvement_counts_seed_pairs_and_half_ties():
+    # 13 > 10; 21 > 10, 20; 35 > all: 6 of 9 pairs
+    assert u.probability_of_improvement([13, 21, 35], [10, 20, 30]) == pytest.approx(6 / 9)
+    # 1 ties 1 (1/2); 2 beats 1 and ties 2, 2 (2); 3 beats all (3): 5.5 of 9
+    assert u.probability_of_improvement([1, 2, 3], [1, 2, 2]) == pytest.approx(5.5 / 9)
+    # smaller is better: the complement
+    assert u.probability_of_improvement([1, 2, 3], [1, 2, 2], higher=False) == \
+        pytest.approx(3.5 / 9)
+    assert math.isnan(u.probability_of_improvement([], [1.0]))
+
+
+@pytest.mark.parametrize("effect,seeds", [(2.0, 5), (1.0, 10), (0.5, 34), (0.1, 787)])
+def test_seeds_for_80_percent_power_match_gpower(effect, seeds):
+    # G*Power 3.1, "Means: difference from constant (one sample case)", two tails, alpha 0.05,
+    # power 0.80: total sample size 5, 10, 34, 787 for d = 2, 1, 0.5, 0.1
+    assert u.seeds_for_power(effect * 3.0, 3.0) == seeds
+    assert u.seeds_for_power(-effect, 1.0) == seeds  # direction does not matter
+    assert u.power(seeds, effect, 1.0) >= 0.8 > u.power(seeds - 1, effect, 1.0)
+
+
+def test_seeds_for_power_edge_cases():
+    assert u.seeds_for_power(0.0, 1.0) is None  # no difference: never resolved
+    assert u.seeds_for_power(1.0, 0.0) == 2  # no spread: any two seeds resolve it
+    assert u.seeds_for_power(0.001, 1.0) is None  # more than MAX_SEEDS
+
+
+def test_paired_uses_shared_seeds_and_the_metric_direction():
+    p = u.paired([(0, 12.0), (1, 12.1), (2, 11.9), (5, 0.0)],
+                 [(0, 10.0), (1, 10.0), (2, 10.0), (3, 99.0)])
+    assert p.seeds == (0, 1, 2) and p.diffs == pytest.approx((2.0, 2.1, 1.9))
+    assert p.decided and p.better and p.poi == 1.0
+    worse = u.paired([(0, 12.0), (1, 12.1), (2, 11.9)], [(0, 10.0), (1, 10.0), (2, 10.0)],
+                     higher=False)  # e.g. steps to a threshold: more is worse
+    assert worse.decided and not worse.better and worse.poi == 0.0
+    assert u.text(u.paired([(0, 1.0), (1, 2.0)], [(0, 1.0), (1, 2.0)])) == "equal on 2 seeds"
+    assert u.text(u.paired([(0, 3.0)], [(0, 1.0)])) == "+2.00 (n=1) P=1.00"
+    assert u.text(u.paired([(0, 13.0), (1, 21.0), (2, 35.0)],
+                           [(0, 10.0), (1, 20.0), (2, 30.0)])) == "+3.00 [−1.97, +7.97]? P=0.67"
+
+
+def test_best_row_follows_the_declared_direction():
+    cells = [Cell(((0, 2.0),)), Cell(((0, 3.0),))]
+    assert best_rows(cells, higher=True) == {1} and best_rows(cells, higher=False) == {0}
+    grid = Grid("t", "run", ["", ""], ["acc", "s/step"], higher=[True, False],
+                rows=[("a", [Cell(((0, 1.0),)), Cell(((0, 5.0),))]),
+                      ("b", [Cell(((0, 2.0),)), Cell(((0, 9.0),))])])
+    assert grid.best() == [{1}, {0}]
+
+
+def test_contrast_grids_compare_every_row_with_the_reference():
+    rows = [("GDPO", [Cell(((0, 10.0), (1, 20.0), (2, 30.0)), footnote="mixed")]),
+            ("MRTPO", [Cell(((0, 13.0), (1, 21.0), (2, 35.0)))]),
+            ("Base", [Cell(((0, 5.0),))])]
+    diff, power = contrast_grids(Grid("T", "Method", [""], ["acc"], rows=rows), "GDPO")
+    assert [r for r, _ in diff.rows] == ["MRTPO", "Base"]
+    mrtpo = diff.rows[0][1][0]
+    assert isinstance(mrtpo, ContrastCell) and mrtpo.values == ((0, 3.0), (1, 1.0), (2, 5.0))
+    assert mrtpo.text() == "+3.00 [−1.97, +7.97]? P=0.67 †"  # the reference's footnote too
+    assert diff.rows[1][1][0].text() == "−5.00 (n=1) P=0.00 †"
+    assert power.rows[0][1][0].text() == "6 †" and power.rows[1][1][0].text() == "– †"
+    assert "undecided" in markdown(diff) and "80 % power" in markdown(power)
+    assert "undecided" in mrtpo.csv_note() and "P(improvement) 0.6667" in mrtpo.csv_note()
+    assert contrast_grids(Grid("T", "Method", [""], ["acc"], rows=rows[1:]), "GDPO") == []
+
+
+def _log(values):
+    return [{"step": i + 1, "reward/format": v} for i, v in enumerate(values)]
+
+
+def test_steps_to_threshold_contrasts_and_sensitivity():
+    logs = {"gdpo": {0: _log([0.9] * 4), 1: _log([0.1, 0.9, 0.9, 0.9])},
+            "mrtpo": {0: _log([0.1, 0.1, 0.9, 0.9]), 1: _log([0.1] * 4)}}
+    # per-step values: gdpo reaches 0.8 at steps 1, 2; mrtpo at 3 and never (counted 4 + 1)
+    assert figures.censored_steps(logs["mrtpo"][1], "reward/format", 0.8, 1) == 5.0
+    (line,) = figures.threshold_contrasts(logs, "reward/format", 0.8, 1, "gdpo")
+    # differences 2 and 3: mean 2.5, sd 0.707, t(0.975, 1) = 12.706 -> +-6.35
+    assert line.startswith("- mrtpo − gdpo: +2.5 [−3.9, +8.9]? P=0.00 steps")
+    table = figures.sensitivity(logs, "reward/format", 0.8)
+    assert len(table) == 2 + 9 and table[0].startswith("| window | threshold | gdpo | mrtpo")
+    # window 3, threshold 0.75: gdpo's trailing means reach it at 1 and 4 (0.1, 0.5, 0.63, 0.9):
+    # median 2.5; mrtpo's never (5, 5)
+    assert table[2] == "| 3 | 0.75 | 2.5 | 5 | gdpo < mrtpo |"
+
+
+def test_a_benchmark_spec_must_name_a_reference_row(tmp_path):
+    from harness.reports import spec as specs
+
+    bad = tmp_path / "tableX.toml"
+    bad.write_text('kind = "benchmark"\nrows = [{ label = "A", method = "gdpo" }]\n'
+                   'columns = [{ label = "c", task = "bfcl", metric = "non_live_overall" }]\n'
+                   '[settings.smoke]\npreset = "smoke"\nmodels = ["tiny-random"]\n')
+    with pytest.raises(specs.SpecError, match="tableX.toml: reference row 'GDPO' is not one"):
+        specs.check(specs.parse(bad))
+    bad.write_text('reference = "A"\n' + bad.read_text())
+    specs.check(specs.parse(bad))
