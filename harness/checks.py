@@ -100,6 +100,11 @@ def settings_problems(config: RunConfig, world: int | None = None,
     out += model_problems(config, here) + device_problems(config, here)
     if t.save_every < 0 or t.keep_checkpoints < 1 or t.max_failures < 0:
         out.append("save_every and max_failures must be >= 0 (0 = off), keep_checkpoints >= 1")
+    if t.eval_every < 0:
+        out.append(f"eval_every is {t.eval_every}; use 0 (after training only) or more")
+    from harness import tracking
+
+    out += tracking.problems(t.report_to)  # before Ray: a missing library names its extra
     ws = config.warmstart
     if ws.warm_start and min(ws.warm_start_steps, ws.warm_start_batch) < 1:
         out.append("warm_start_steps and warm_start_batch must be 1 or more")

@@ -126,6 +126,18 @@ class TrainingConfig:
     max_failures: int = opt(0, "times Ray Train restarts a failed worker group (from the latest "
                                "checkpoint, or step 0 without one) before the run fails",
                             identity=False)
+    eval_every: int = opt(0, "also evaluate (the --eval-limit subset, greedy) every N training "
+                             "steps: stored as eval/<metric> in the step's log row, drawn as "
+                             "curves in Figures 4 and 5, sent to the trackers; 0 = only after "
+                             "training", identity=False)
+    report_to: str = opt("tensorboard", "experiment trackers for the per-step metrics, the "
+                                        "evaluation, the config and the code's provenance: "
+                                        "comma-separated tensorboard, wandb, mlflow, or none "
+                                        "(files under the run's folder; wandb offline unless "
+                                        "logged in)", identity=False)
+    mlflow_tracking_uri: str = opt("", "MLflow's tracking server or store; empty: MLflow's own "
+                                       "MLFLOW_TRACKING_URI when set, else "
+                                       "sqlite:///<run folder>/mlflow.db", identity=False)
 
 
 def _method_config() -> type:

@@ -162,11 +162,14 @@ class Trainer:
         out["time/sync"] = time.perf_counter() - t0
         return out
 
-    def train(self, log_path: Path | None, progress=None, checkpointer=None) -> list[dict]:
+    def train(self, log_path: Path | None, progress=None, checkpointer=None,
+              open_trackers=None) -> list[dict]:
         """Run every step; per-step metrics are appended to ``log_path`` as they come.
 
         ``checkpointer`` (harness.checkpoints.store.RayCheckpointer): resume from its latest
-        checkpoint if there is one, and save one every ``save_every`` steps."""
+        checkpoint if there is one, and save one every ``save_every`` steps.
+        ``open_trackers(start_step)``: the experiment trackers each step's row also goes to
+        (harness.tracking.Trackers; rank 0), opened once the step to start from is known."""
         from harness.checkpoints import state
 
         history: list[dict] = []
@@ -181,6 +184,8 @@ class Trainer:
             # a fresh seed starts its log afresh; a resumed one keeps exactly the steps of its
             # checkpoint (rows a killed run wrote after it are dropped)
             log_path.write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
+        trackers = open_trackers(start) if open_trackers is not None else None
+        eval_every = self.config.training.eval_every
         for step in range(start, self.config.training.steps):
             if self.cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -195,9 +200,14 @@ class Trainer:
                 metrics["gpu/used_after_sync_gb"] = eng.gpu_used_gb()
                 metrics["gpu/peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 2**30
             metrics["step"] = step + 1
+            if eval_every and (step + 1) % eval_every == 0 \
+                    and step + 1 < self.config.training.steps:  # the last: after training
+                metrics.update(self.evaluate_during_training())
             if step == start:
                 metrics.update(self.startup)
             history.append(metrics)
+            if trackers is not None:
+                trackers.log(metrics, step + 1)
             if log_path is not None:
                 orphan.check()  # a worker whose job was killed appends nothing
                 with log_path.open("a") as fh:
@@ -211,6 +221,20 @@ class Trainer:
         return history
 
     # --- evaluation ----------------------------------------------------------------------
+    def evaluate_during_training(self) -> dict:
+        """``eval/<metric>`` of the benchmark subset now (rank 0; {} elsewhere) and its time.
+        Greedy decoding draws no random numbers, so the training that follows is the same as
+        without it (a test checks the final parameters)."""
+        t0 = time.perf_counter()
+        evaluated = self.evaluate()
+        if evaluated is None:
+            return {}
+        scored = self.task.score(*evaluated)
+        out = {f"eval/{k}": float(v) for k, v in scored["metrics"].items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        out["time/eval"] = time.perf_counter() - t0
+        return out
+
     def evaluate(self, reporter=None) -> tuple[list[Example], list[str]] | None:
         """Greedy responses to the benchmark, sharded over ranks; rank 0 gets all of them."""
         examples = load_eval(self.task, self.config)
@@ -249,7 +273,20 @@ def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
         reporter = reporter_factory(f"{config.method.method} seed {config.seed}",
                                     config.training.steps)
         reporter.begin_train()
-    history = trainer.train(log, reporter.step if reporter else None, checkpointer)
+    trackers: list = []  # opened by the training loop (rank 0), closed after the evaluation
+
+    def open_trackers(start_step: int):
+        from harness.tracking import Trackers
+
+        relative = run.folder.relative_to(Path(config.results_dir))
+        trackers.append(Trackers(config, run.folder, relative.as_posix(), run.provenance(),
+                                 start_step))
+        return trackers[0]
+
+    history = trainer.train(log, reporter.step if reporter else None, checkpointer,
+                            open_trackers if trainer.rank == 0 and
+                            config.training.report_to.strip().lower() not in ("", "none")
+                            else None)
     from harness.checkpoints.state import parameter_checksum
 
     checksum = parameter_checksum(trainer.engine.module)  # collective under ZeRO-3
@@ -261,5 +298,8 @@ def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
         return None
     examples, responses = evaluated
     scored = trainer.task.score(examples, responses)
+    for t in trackers:  # the final evaluation, at the last step
+        t.log({f"eval/{k}": v for k, v in scored["metrics"].items()}, config.training.steps)
+        t.close()
     return store_result(run, examples, responses, scored, history,
                         time.perf_counter() - start, trainer.train_examples, checksum, workers)

@@ -6,9 +6,9 @@
   ``log_to_driver=False``. Progress reaches the console through ``harness.console.progress``,
   and a worker's failure through the exception ``fit`` raises (plus the log folder, which
   :func:`ray_log_hint` names).
-- Two routine log lines are dropped by a filter on their own logger (Ray's note that a local
-  cluster enabled token authentication; DeepSpeed's "Setting accelerator to CPU"); every other
-  line of those loggers still shows.
+- Routine log lines are dropped by a filter on their own logger (Ray's note that a local
+  cluster enabled token authentication; DeepSpeed's "Setting accelerator to CPU"; MLflow's
+  creation of a local store); every other line of those loggers still shows.
 - In every process, the deprecation warnings that torch, DeepSpeed and transformers raise about
   their own internals (nothing the user can change) are filtered by message, so any other
   warning still shows.
@@ -33,6 +33,8 @@ KNOWN_WARNINGS = (
     (UserWarning, r"TypedStorage is deprecated", ""),
     # torch 2.13, non-reentrant checkpointing inside DeepSpeed-wrapped modules
     (FutureWarning, r"`torch\.cpu\.amp\.autocast\(args\.\.\.\)` is deprecated", ""),
+    # MLflow 3.17's SQL store (the local --report-to mlflow store) with SQLAlchemy 2.1
+    (Warning, r"The ``noload`` loader strategy is deprecated", ""),
 )
 
 # (logger, message regex): routine log lines that are not news to a user of this harness
@@ -42,6 +44,9 @@ KNOWN_LOG_LINES = (
      r"Token authentication is enabled for this Ray cluster"),
     # DeepSpeed 0.19, every process of a CPU run
     ("DeepSpeed", r"Setting accelerator to CPU"),
+    # MLflow 3.17, the first run of a results folder: it creates its local SQL store
+    ("mlflow.store.db.utils", r"(Creating initial MLflow database tables|Updating database "
+                              r"tables)"),
 )
 
 

@@ -88,6 +88,20 @@ def save(fig, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
+def over_training(logs: Sequence[list[dict]], metric: str, final: Sequence[float],
+                  last_step: int) -> tuple[list[int], list[tuple[float, float]]] | None:
+    """A benchmark metric over training: the steps where every seed was evaluated during
+    training (``eval/<metric>`` in its log rows, ``--eval-every``) and then ``last_step`` with
+    the ``final`` evaluation's values; per step the (mean, sample std) over seeds. None when
+    the seeds were not evaluated during training."""
+    from harness.reports.aggregate import mean_std
+
+    steps, during = series(logs, f"eval/{metric}")
+    if not steps or not final:
+        return None
+    return [*steps, last_step], [mean_std(v) for v in during] + [mean_std(list(final))]
+
+
 SENSITIVITY_WINDOWS = (3, 5, 7)  # trailing-mean windows the steps-to-threshold order is read at
 SENSITIVITY_OFFSETS = (-0.05, 0.0, 0.05)  # around the spec's threshold (0.75, 0.8, 0.85)
 
@@ -142,8 +156,10 @@ def sensitivity(logs: dict[str, dict[int, list[dict]]], key: str, value: float) 
 
 def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[list[Path], str]:
     """Training curves (median and interquartile band over seeds, or the seeds' range with
-    ``band = "range"``), benchmark numbers at the evaluated steps (mean over seeds, error bars
-    = sample std), and steps to the threshold, each method against ``reference`` (the spec's:
+    ``band = "range"``), benchmark numbers over training where the seeds were evaluated during
+    it (``--eval-every``: mean over seeds, band = sample std, the last point the final
+    evaluation) or else after training (bars, error bars = sample std), and steps to the
+    threshold, each method against ``reference`` (the spec's:
     GDPO) with a 95 % interval, and the order's sensitivity to the window and threshold.
     Returns the files and a Markdown summary."""
     from harness.reports.aggregate import mean_std
@@ -160,6 +176,8 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     jobs = [j for j in plan.jobs if j.stored and not j.row.base]
     # panel -> metric -> method -> (mean, std) of the evaluation after training
     evaluated: dict[int, dict[str, dict[str, tuple[float, float]]]] = {}
+    # panel -> (label, steps, (mean, std) per step) from evaluations during training
+    during_curves: dict[int, list[tuple[str, list[int], list[tuple[float, float]]]]] = {}
     for job in jobs:
         logs = [train_log(job, s) for s in job.stored]
         label = f"{job.row.label} (n={len(logs)})"
@@ -176,18 +194,35 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
         results = [r for _, r in pooled]
         if footnote:
             mixed.append(f"{job.row.label}: {footnote}")
+        steps_run = max(int(r["step"]) for log in logs for r in log) if any(logs) else 0
         for p, panel in enumerate(spec.raw.get("evaluated", ())):
             for metric in panel["metrics"]:
                 vals = [float(r["metrics"][metric]) for r in results if metric in r["metrics"]]
                 if vals:
                     evaluated.setdefault(p, {}).setdefault(metric, {})[job.row.label] = \
                         mean_std(vals)
+                curve = over_training(logs, metric, vals, steps_run)
+                if curve:
+                    during_curves.setdefault(p, []).append((f"{job.row.label} {metric}",
+                                                            *curve))
         if thr:
             per_method[job.row.label] = [steps_to_threshold(log, thr["key"], thr["value"],
                                                             setting.smooth) for log in logs]
             logs_of[job.row.label] = dict(zip(job.stored, logs))
     n_curves = len(spec.raw.get("curves", ()))
     for p, panel in enumerate(spec.raw.get("evaluated", ())):
+        if p in during_curves:  # evaluated during training: mean over seeds, band +- std
+            ax = axes[n_curves + p]
+            for label, steps, stats in during_curves[p]:
+                mean = [m for m, _ in stats]
+                sd = [0.0 if math.isnan(d) else d for _, d in stats]
+                (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=label)
+                ax.fill_between(steps, [m - d for m, d in zip(mean, sd)],
+                                [m + d for m, d in zip(mean, sd)], alpha=0.15,
+                                color=line.get_color())
+            ax.set_title(panel["label"] + ", over training")
+            ax.set_xlabel("training step")
+            continue
         # evaluated once, after training: bars per method (error bars: sample std over seeds)
         ax, by_metric = axes[n_curves + p], evaluated.get(p, {})
         names = list(dict.fromkeys(m for v in by_metric.values() for m in v))
