@@ -2,7 +2,8 @@
 paper Table 4, Fig. 6), per step.
 
 For each reward k and response: the share of its replay distance on the span its checker reads
-divided by that span's share of the tokens (1 = uniform), the share held by its top 1 / 5 /
+divided by that span's share of the tokens (1 = uniform; also for narrower spans a task names
+``<reward>:<what>``), the share held by its top 1 / 5 /
 10 % tokens (Fig. 6a), and the share on each part of the response (Fig. 6b). Where the task's
 spans name a constraint type for a reward (instruction following), each satisfied constraint
 also adds its distance share and token share under ``type/<type>/`` (Table 4).
@@ -60,6 +61,12 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
                 kind = spans.get("types", {}).get(name)
                 if kind and values is not None and values[k] == 1.0:  # satisfied
                     by_type.setdefault(kind, []).append((share, float(m.sum()) / t))
+        # narrower spans of the same reward (``execution:diff``: where the query differs from
+        # the gold one), each with a ratio of its own
+        for key in sorted(k for k in spans if isinstance(k, str) and k.startswith(f"{name}:")):
+            m = token_mask(ranges, spans[key]) if spans[key] else None
+            if m is not None and 0 < int(m.sum()) < t:
+                out[f"{key}/span_ratio"] = (float(d[k][m].sum()) / total) / (float(m.sum()) / t)
         for part in ("tags", "reasoning", "answer"):
             if part in spans:
                 m = token_mask(ranges, spans[part])

@@ -14,12 +14,16 @@ newer benches also write a report with the machine under ``results/bench/``.
 - ``bench launch`` (``launch.py``): a real run's start-up and the CPU share of Ray's control
   processes while it trains.
 - ``bench sql`` (``sql.py``): text-to-SQL reward throughput vs worker processes.
+- ``bench localisation`` (``localisation.py``): where each MRTPO replay variant puts each
+  reward's credit on one batch (span ratio, top-10 % share, bootstrap intervals, the shuffled
+  control); no training.
 """
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from harness.bench import launch, replay, rollout, signal, sql, step, stored, vs_trl
+    from harness.bench import (launch, localisation, replay, rollout, signal, sql, step, stored,
+                               vs_trl)
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
     which = bench.add_subparsers(dest="bench", required=True)
@@ -29,6 +33,7 @@ def add_parser(sub) -> None:
     rollout.add_parser(which)
     replay.add_parser(which)
     launch.add_parser(which)
+    localisation.add_parser(which)
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")
     steps.add_argument("runs", nargs="+", help="result folders (…/<setting>/)")
     steps.set_defaults(bench_fn=stored.bench_steps)

@@ -1,0 +1,118 @@
+"""The localisation probe (bench localisation) and the checked spans it reads: bootstrap
+intervals from scipy on hand data, variant names, the control's check, tool-call value spans,
+the SQL query's differing tokens, narrower spans in the diagnostics, and one probe on a
+tiny-random model end to end."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.bench import localisation as loc
+
+TOY = str(Path(__file__).parent / "plugins" / "toy_spans_task.py")
+
+
+def test_interval_is_scipys_bootstrap_of_the_mean():
+    import numpy as np
+    from scipy import stats
+
+    vals = [0.8, 1.1, 1.9, 2.4, 1.3, 0.9, 1.7, 2.2]
+    mean, low, high = loc.interval(vals, seed=3)
+    ref = stats.bootstrap((np.array(vals),), np.mean, confidence_level=0.95,
+                          n_resamples=loc.RESAMPLES, method="BCa",
+                          rng=np.random.default_rng(3)).confidence_interval
+    assert mean == pytest.approx(sum(vals) / len(vals))
+    assert (low, high) == pytest.approx((ref.low, ref.high))
+    assert low < mean < high and low > 1.0  # these ratios are localised
+    assert loc.interval([1.5, 1.5, 1.5]) == (1.5, 1.5, 1.5)  # no spread: no resampling
+    assert loc.verdict(low, high).startswith("localised")
+    assert loc.verdict(0.9, 1.2).startswith("not distinguishable")
+    assert loc.verdict(0.5, 0.8).startswith("avoided")
+
+
+def test_variant_names():
+    assert loc.parse_variant("mrtpo") == ("loo", False)
+    assert loc.parse_variant("mrtpo@joint") == ("joint", False)
+    assert loc.parse_variant("mrtpo@shuffled") == ("loo", True)
+    with pytest.raises(ValueError, match="mode after @"):
+        loc.parse_variant("mrtpo@nope")
+    with pytest.raises(ValueError, match="not one"):
+        loc.parse_variant("gdpo")
+
+
+def test_the_control_fails_when_a_shuffled_interval_excludes_one():
+    ok = {"mrtpo@shuffled": {"format/span_ratio": {"n": 9, "mean": 1.0, "low": 0.9,
+                                                   "high": 1.1}}}
+    bad = {"mrtpo@shuffled": {"format/span_ratio": {"n": 9, "mean": 1.3, "low": 1.1,
+                                                    "high": 1.5}},
+           "mrtpo": {"format/span_ratio": {"n": 9, "mean": 1.8, "low": 1.6, "high": 2.0}}}
+    assert loc.control_failures(ok) == []
+    assert loc.control_failures(bad) == ["mrtpo@shuffled format/span_ratio: 1.300 [1.100, "
+                                         "1.500] at 95.0 %"]
+    # from the values: two ratios checked, so each at 97.5 %; [1.02 .. 1.08] excludes 1
+    two = {"mrtpo@shuffled": {
+        "a/span_ratio": {"n": 8, "mean": 1.05, "low": 1.03, "high": 1.07,
+                         "values": [1.02, 1.04, 1.06, 1.08, 1.03, 1.07, 1.05, 1.05]},
+        "b/span_ratio": {"n": 8, "mean": 1.0, "low": 0.9, "high": 1.1,
+                         "values": [0.8, 1.2, 0.9, 1.1, 1.0, 1.05, 0.95, 1.0]}}}
+    (failure,) = loc.control_failures(two)
+    assert failure.startswith("mrtpo@shuffled a/span_ratio: 1.050") and "97.5 %" in failure
+
+
+def test_tool_call_spans_are_the_name_and_argument_values():
+    from tasks.tools.spans import spans
+
+    r = ('<think> x </think>\n<tool_call>\n{"name": "get_weather", "parameters": '
+         '{"city": "Paris", "days": [1, 2]}}\nnot json\n</tool_call>')
+    got = [r[a:b] for a, b in spans(None, r)["correctness"]]
+    assert got == ['"get_weather"', '"Paris"', '[1, 2]', "not json"]
+
+
+def test_sql_execution_diff_is_where_the_query_differs_from_the_gold_one():
+    from tasks.base import Example
+    from tasks.sql.prompt import query_diff, spans
+
+    p = "SELECT name FROM singer WHERE age > 30"
+    assert [p[a:b] for a, b in query_diff(p, "select name from singer where age < 30")] == [">"]
+    assert query_diff(p, p) == []  # the same query: nothing differs
+    assert query_diff(p, "SELECT count(*) FROM concert") == []  # too different to align
+    ex = Example(id="q", messages=(), reference="SELECT name FROM singer WHERE age < 30")
+    resp = f"<think> t </think>\n<answer>\n```sql\n{p}\n```\n</answer>"
+    sp = spans(ex, resp)
+    assert [resp[a:b] for a, b in sp["execution:diff"]] == [">"]
+
+
+def test_a_narrower_span_gets_a_ratio_of_its_own():
+    from methods.diagnostics import response_record
+
+    d = torch.tensor([[0.0, 0.0, 1.0, 3.0]])  # 4 tokens, one character each
+    ranges = [(0, 1), (1, 2), (2, 3), (3, 4)]
+    rec = response_record(d, ["r"], {"r": [(2, 4)], "r:last": [(3, 4)]}, ranges)
+    assert rec["r/span_ratio"] == pytest.approx(1.0 / 0.5)  # all of it on half the tokens
+    assert rec["r:last/span_ratio"] == pytest.approx(0.75 / 0.25)
+
+
+@pytest.mark.model
+def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
+    from harness import cli
+
+    rc = cli.main(["bench", "localisation", "--model", "tiny-random", "--task", "toy-spans",
+                   "--plugin", TOY, "--preset", "smoke", "--responses", "8", "--group-size",
+                   "4", "--max-response-tokens", "10", "--output-dir", str(tmp_path)])
+    data = json.loads((tmp_path / "localisation-toy-spans.json").read_text())
+    assert rc == (3 if data["control_failures"] else 0)
+    assert data["variants"] == loc.DEFAULT_VARIANTS.split(",")
+    assert data["facts"]["responses"] == 8 and set(data["facts"]["replay_s"]) == \
+        set(data["variants"])
+    for spec in data["variants"]:
+        stats = data["results"][spec]
+        assert {"parity/span_ratio", "vowels/top10"} <= set(stats)
+        for s in stats.values():
+            assert s["n"] >= 1 and (math.isnan(s["low"]) or s["low"] <= s["mean"] <= s["high"])
+    # joint replay gives every reward the same profile
+    joint = data["results"]["mrtpo@joint"]
+    assert joint["parity/top10"]["mean"] == pytest.approx(joint["vowels/top10"]["mean"])
+    md = (tmp_path / "localisation-toy-spans.md").read_text()
+    assert "| parity/span_ratio |" in md and "Verdicts (mrtpo)" in md
