@@ -88,14 +88,37 @@ def mrtpo_token_weights(relevance: torch.Tensor, mask: torch.Tensor, beta: float
     return ((1.0 - beta) + beta * rho) * m
 
 
+def kept_share(w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The share of a reward's advantage that stays where GDPO puts it.
+
+    Args:
+        w: [N, K, T] token weights (mean 1 over each response's valid tokens).
+        mask: [N, T] valid response tokens.
+    Returns: [N, K] ``sum_t min(p_t, 1/T)`` with ``p = w / sum_t w``: 1 - the total variation
+        distance between MRTPO's allocation and GDPO's uniform one (1 = GDPO, i.e. beta = 0;
+        ``1 - beta * TV(rho)`` in general).
+    """
+    m = mask.to(w.dtype)[:, None, :]
+    count = m.sum(dim=-1).clamp(min=1)  # [N, 1]
+    p = w * m / (w * m).sum(dim=-1, keepdim=True).clamp(min=1e-12)
+    return (torch.minimum(p, m / count[..., None]) * m).sum(dim=-1)
+
+
 def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tensor, dict]:
-    """``S[n,t] = sum_k w_k[n,t] * contrib[n,k]`` (before whitening)."""
+    """``S[n,t] = sum_k w_k[n,t] * contrib[n,k]`` (before whitening); metrics: per reward,
+    the mean share of its advantage kept where GDPO puts it, over the replayed pairs
+    (``alloc/<reward>/kept``: beta's role, paper Tables 6-7)."""
     if norm.contrib is None:
         raise ValueError("mrtpo allocates each reward's advantage separately; compose it with "
                          "gdpo")
-    w = mrtpo_token_weights(batch.pass_output(PASS, "mrtpo"), batch.response_mask,
-                            options.mrtpo_beta, options.shuffle_relevance, seed=batch.step)
-    return torch.einsum("nkt,nk->nt", w, norm.contrib), {}
+    d = batch.pass_output(PASS, "mrtpo")
+    w = mrtpo_token_weights(d, batch.response_mask, options.mrtpo_beta,
+                            options.shuffle_relevance, seed=batch.step)
+    kept = kept_share(w, batch.response_mask)  # [N, K]
+    replayed = ~torch.isnan(d).any(dim=-1) & (batch.response_mask.sum(dim=-1) > 0)[:, None]
+    metrics = {f"alloc/{name}/kept": float(kept[:, k][replayed[:, k]].mean())
+               for k, name in enumerate(batch.reward_names) if bool(replayed[:, k].any())}
+    return torch.einsum("nkt,nk->nt", w, norm.contrib), metrics
 
 
 @torch.no_grad()

@@ -310,3 +310,16 @@ def test_diagnostics_on_a_planted_profile(tokenizer):
     assert m["diag/correctness/part/answer"] == pytest.approx(1.0)
     assert m["diag/format/part/tags"] == pytest.approx(float(tag_tokens.sum()) / t)
     assert m["diag/format/top10"] == pytest.approx(math.ceil(0.1 * t) / t)
+
+
+def test_kept_share_is_one_minus_beta_times_the_profiles_total_variation():
+    from methods.mrtpo import kept_share
+
+    d = torch.tensor([[[0.0, 0.0, 1.0, 3.0, 9.0]]])  # one response, one reward, T = 4 + pad
+    mask = torch.tensor([[1, 1, 1, 1, 0]])
+    # rho = d / mean = (0, 0, 1, 3); TV(rho / 4, uniform) = (0.25 + 0.25 + 0 + 0.5) / 2 = 0.5
+    for beta, kept in ((0.0, 1.0), (0.5, 0.75), (1.0, 0.5)):
+        w = mrtpo_token_weights(d, mask, beta=beta)
+        assert float(kept_share(w, mask)[0, 0]) == pytest.approx(kept)
+    # by hand at beta 0.5: w = (0.5, 0.5, 1, 2), p = (1/8, 1/8, 1/4, 1/2), sum min(p, 1/4)
+    assert 1 / 8 + 1 / 8 + 1 / 4 + 1 / 4 == 0.75

@@ -122,12 +122,15 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     ctx = context(trainer.models, trainer.tokenizer, sampled, trainer.task,
                   cfg.rollout.temperature, micro)
     out, timing = {}, {}
+    replayed: dict[str, torch.Tensor] = {}  # mode -> distances: the control reuses loo's
     for spec in variants:
         mode, shuffled = parse_variant(spec)
         options = replace(trainer.options, replay=mode, replay_all=True)
         t0 = time.perf_counter()
-        with torch.no_grad():
-            d = relevance(ctx, options)
+        if mode not in replayed:
+            with torch.no_grad():
+                replayed[mode] = relevance(ctx, options)
+        d = replayed[mode]
         # the profile the allocation trains with (beta = 1: w = rho), shuffled as its ablation
         w = mrtpo_token_weights(d, ctx.response_mask, 1.0, shuffle=shuffled, seed=seed)
         timing[spec] = time.perf_counter() - t0
