@@ -107,7 +107,8 @@ def kept_share(w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tensor, dict]:
     """``S[n,t] = sum_k w_k[n,t] * contrib[n,k]`` (before whitening); metrics: per reward,
     the mean share of its advantage kept where GDPO puts it, over the replayed pairs
-    (``alloc/<reward>/kept``: beta's role, paper Tables 6-7)."""
+    (``alloc/<reward>/kept``, and ``alloc/kept`` over all of them: beta's role, paper Tables
+    6-7)."""
     if norm.contrib is None:
         raise ValueError("mrtpo allocates each reward's advantage separately; compose it with "
                          "gdpo")
@@ -118,6 +119,8 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
     replayed = ~torch.isnan(d).any(dim=-1) & (batch.response_mask.sum(dim=-1) > 0)[:, None]
     metrics = {f"alloc/{name}/kept": float(kept[:, k][replayed[:, k]].mean())
                for k, name in enumerate(batch.reward_names) if bool(replayed[:, k].any())}
+    if bool(replayed.any()):  # over every replayed pair (rewards named per prompt, too)
+        metrics["alloc/kept"] = float(kept[replayed].mean())
     return torch.einsum("nkt,nk->nt", w, norm.contrib), metrics
 
 

@@ -382,3 +382,27 @@ def test_table8_holds_every_method_of_the_paper_and_its_registry_text():
     for name, cells in rows.items():
         assert cells[0].text() == methods.get(name).help
         assert cells[2].text() == methods.get(name).source
+
+
+def test_a_log_column_is_the_mean_over_steps_and_marks_no_best(tmp_path):
+    from harness.reports import tables
+
+    plan = planning.make_plan(specs.get("table7"), "smoke", None, str(tmp_path))
+    jobs = [j for j in plan.jobs if j.task == "spider-mini"]
+    for i, job in enumerate(jobs):
+        for s in job.missing:
+            store(job, s, {"spider-mini": 10.0 * i},
+                  log=[{"step": 1, "alloc/kept": 0.9 - 0.1 * i, "diag/format/span_ratio": 2.0},
+                       {"step": 2, "alloc/kept": 0.7 - 0.1 * i, "diag/format/span_ratio": 4.0,
+                        "diag/execution/span_ratio": float("nan")}])
+    grid = tables.benchmark_grids(planning.make_plan(specs.get("table7"), "smoke", None,
+                                                     str(tmp_path)))[0]
+    kept = grid.columns.index("kept")
+    rows = dict(grid.rows)
+    assert rows["0.25"][kept].values == ((0, 0.8), (1, 0.8), (2, 0.8))  # (0.9 + 0.7) / 2
+    assert rows["0.75"][kept].mean == pytest.approx(0.6)
+    assert grid.best()[kept] == set()  # a diagnostic: no row is "best"
+    assert grid.best()[grid.columns.index("spider-mini")] == {2}
+    fmt = grid.columns.index("format")
+    assert rows["0.5"][fmt].mean == pytest.approx(3.0)
+    assert rows["0.5"][grid.columns.index("execution")].note == "–"  # NaN on every step

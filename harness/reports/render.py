@@ -21,15 +21,17 @@ class Grid:
     columns: list[str]
     rows: list[tuple[str, list[Cell]]] = field(default_factory=list)
     mark_best: bool = True
-    # per column, whether larger is better (the metric's declaration); None: all of them
-    higher: list[bool] | None = None
+    # per column, whether larger is better (the metric's declaration; None in the list: a
+    # diagnostic column, no best marked); None: all of them
+    higher: list[bool | None] | None = None
     legend: str = ""  # a line under the block saying how to read its cells
 
     def best(self) -> list[set[int]]:
         if not self.mark_best:
             return [set() for _ in self.columns]
         higher = self.higher or [True] * len(self.columns)
-        return [best_rows([cells[j] for _, cells in self.rows], higher[j])
+        return [set() if higher[j] is None else
+                best_rows([cells[j] for _, cells in self.rows], higher[j])
                 for j in range(len(self.columns))]
 
 

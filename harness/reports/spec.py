@@ -40,6 +40,9 @@ class Column:
     group: str = ""  # the paper's column group (a header spanning columns)
     derived: str = ""  # "mean": the mean of the row's other columns, per seed
     settings: tuple[str, ...] = ()  # only in these settings (empty: every setting)
+    # instead of a metric: a per-step training-log key (``diag/format/span_ratio``), each
+    # seed's value the mean over its steps; such a column marks no best row
+    log: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,13 +137,15 @@ def parse(path: Path) -> Spec:
                         overrides=tuple(sorted((r.get("overrides") or {}).items()))))
     columns = []
     for i, c in enumerate(data.get("columns") or ()):
-        if "label" not in c or not (c.get("derived") or (c.get("task") and c.get("metric"))):
-            raise _fail(path, f"column {i} needs a label and a task + metric (or derived)")
+        if "label" not in c or not (c.get("derived") or (c.get("task") and (c.get("metric")
+                                                                            or c.get("log")))):
+            raise _fail(path, f"column {i} needs a label and a task + metric (or + log, or "
+                              "derived)")
         if c.get("derived") not in (None, "mean"):
             raise _fail(path, f"column {i}: derived {c['derived']!r} is not 'mean'")
         columns.append(Column(label=c["label"], task=c.get("task", ""),
                               metric=c.get("metric", ""), group=c.get("group", ""),
-                              derived=c.get("derived", ""),
+                              derived=c.get("derived", ""), log=c.get("log", ""),
                               settings=tuple(c.get("settings") or ())))
     known = {"title", "caption", "kind", "rows", "columns", "settings", "paper", "row_header",
              "reference"}

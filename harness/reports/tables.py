@@ -27,13 +27,26 @@ def render(rows: list[tuple[str, dict[str, list[float]]]], columns: Sequence[str
     return "\n".join(lines)
 
 
-def column_directions(columns) -> list[bool]:
+def column_directions(columns) -> list[bool | None]:
     """Per spec column, whether larger is better (its task's declaration; derived means of
-    higher-is-better columns are too)."""
+    higher-is-better columns are too); None for a training-log column (a diagnostic, not a
+    score: no best row is marked, and contrasts read "larger" as the direction)."""
     from tasks import TASKS
 
-    return [True if c.derived else TASKS.get(c.task).higher_is_better(c.metric)
-            for c in columns]
+    return [None if c.log else True if c.derived else
+            TASKS.get(c.task).higher_is_better(c.metric) for c in columns]
+
+
+def log_mean(job, seed: int, key: str) -> float | None:
+    """The mean over a stored seed's training steps of a per-step log key (None: no step has
+    it, e.g. a method without that diagnostic)."""
+    import math
+
+    from harness.reports.figures import train_log
+
+    vals = [float(r[key]) for r in train_log(job, seed) if key in r
+            and not math.isnan(float(r[key]))]
+    return sum(vals) / len(vals) if vals else None
 
 
 def contrast_grids(grid: Grid, reference: str) -> list[Grid]:
@@ -46,7 +59,7 @@ def contrast_grids(grid: Grid, reference: str) -> list[Grid]:
     rows = dict(grid.rows)
     if reference not in rows or not any(c.values for c in rows[reference]):
         return []
-    higher = grid.higher or [True] * len(grid.columns)
+    higher = [h is not False for h in (grid.higher or [True] * len(grid.columns))]
     out = []
     for power in (False, True):
         what = ("seeds for 80 % power, against" if power else "paired difference per seed "
@@ -89,11 +102,17 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
             cells: list[Cell] = []
             for col in columns:
                 if col.derived:
-                    cells.append(mean_of_columns([c for c, k in zip(cells, columns) if not k.derived]))
+                    cells.append(mean_of_columns([c for c, k in zip(cells, columns)
+                                                  if not k.derived and not k.log]))
                     continue
                 job = jobs[(model, col.task, row.label)]
                 if job.stored:
                     results, footnote = plan.stored_results(job)
+                    if col.log:
+                        got = [(s, log_mean(job, s, col.log)) for s, _ in results]
+                        vals = tuple((s, v) for s, v in got if v is not None)
+                        cells.append(Cell(vals, "" if vals else "–", footnote))
+                        continue
                     vals = tuple((s, float(r["metrics"][col.metric])) for s, r in results
                                  if col.metric in r["metrics"])
                     cells.append(Cell(vals, "" if vals else f"no metric {col.metric}",
