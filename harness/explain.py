@@ -91,11 +91,19 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
 
 
 def _colour(value: float, scale: float) -> str:
-    """Green for positive, red for negative, white for 0."""
+    """A diverging scale centred on 0: blue for positive, red for negative, white for 0 (the
+    PNG's RdBu)."""
     x = max(-1.0, min(1.0, value / scale)) if scale > 0 else 0.0
     if x >= 0:
-        return f"rgb({int(255 * (1 - x))},255,{int(255 * (1 - x))})"
-    return f"rgb(255,{int(255 * (1 + x))},{int(255 * (1 + x))})"
+        return f"rgb({int(255 * (1 - 0.85 * x))},{int(255 * (1 - 0.55 * x))},255)"
+    return f"rgb(255,{int(255 * (1 + 0.75 * x))},{int(255 * (1 + 0.75 * x))})"
+
+
+LEGEND_HTML = ("<p>Colour: each row on its own scale, centred on 0: "
+               "<span style='background:rgb(255,64,64)'>&nbsp;negative&nbsp;</span> "
+               "<span style='background:white;border:1px solid #ccc'>&nbsp;0&nbsp;</span> "
+               "<span style='background:rgb(38,115,255)'>&nbsp;positive&nbsp;</span> "
+               "(distances are never negative); the value of a token is on hover.</p>")
 
 
 def render_html(tokens: list[str], rows: dict[str, torch.Tensor], rewards: dict,
@@ -108,7 +116,7 @@ def render_html(tokens: list[str], rows: dict[str, torch.Tensor], rewards: dict,
         "h3{margin:.2em 0;font-size:1em}</style></head><body>",
         f"<h2>Example {html.escape(example_id)}</h2>",
         "<p>rewards: " + ", ".join(f"{html.escape(k)} = {v:g}" for k, v in rewards.items())
-        + "</p>",
+        + "</p>", LEGEND_HTML,
     ]
     for name, values in rows.items():
         scale = float(values.abs().max()) or 1.0
@@ -123,26 +131,39 @@ def render_html(tokens: list[str], rows: dict[str, torch.Tensor], rewards: dict,
 
 def render_png(tokens: list[str], rows: dict[str, torch.Tensor], path: Path,
                advantages: set[str] = frozenset()) -> None:
-    """One strip per row: ``advantages`` rows red (negative) to green (positive), the others
-    (distances) white (0) to black."""
+    """One strip per row, each token's text written in its cell: ``advantages`` rows on one
+    diverging scale centred on 0 (RdBu: red negative, white 0, blue positive), the others
+    (distances, never negative) white (0) to dark, each on its own; every strip with its colour
+    bar."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
 
     t = len(tokens)
-    fig, axes = plt.subplots(len(rows), 1, figsize=(max(6, 0.35 * t), 1.1 * len(rows) + 0.6),
+    fig, axes = plt.subplots(len(rows), 1, figsize=(max(7, 0.32 * t + 2), 1.5 * len(rows) + 0.4),
                              squeeze=False)
-    last = len(rows) - 1
-    for i, (ax, (name, values)) in enumerate(zip(axes[:, 0], rows.items())):
-        v = values.numpy()[None, :]
-        scale = float(abs(v).max()) or 1.0
-        cmap = "RdYlGn" if name in advantages else "Greys"
-        lo = -scale if cmap == "RdYlGn" else 0.0
-        ax.imshow(v, aspect="auto", cmap=cmap, vmin=lo, vmax=scale)
-        ax.set_yticks([0], [f"{name}\n(max {scale:.2g})"])
-        labels = [repr(x)[1:-1] for x in tokens] if i == last else []
-        ax.set_xticks(range(t) if i == last else [], labels, rotation=90, fontsize=6)
+    # the advantage rows share one scale, so that the method and its reference compare
+    shared = max((float(v.abs().max()) for n, v in rows.items() if n in advantages),
+                 default=0.0) or 1.0
+    for ax, (name, values) in zip(axes[:, 0], rows.items()):
+        v = values.float().numpy()[None, :]
+        signed = name in advantages
+        scale = shared if signed else (float(abs(v).max()) or 1.0)
+        cmap = plt.get_cmap("RdBu" if signed else "Purples")
+        norm = (TwoSlopeNorm(vmin=-scale, vcenter=0.0, vmax=scale) if signed
+                else plt.Normalize(vmin=0.0, vmax=scale))
+        im = ax.imshow(v, aspect="auto", cmap=cmap, norm=norm)
+        for j, tok in enumerate(tokens):  # the token itself, readable on its colour
+            shade = abs(float(norm(v[0, j])) - (0.5 if signed else 0.0)) * (2 if signed else 1)
+            ax.text(j, 0, repr(tok)[1:-1], rotation=90, ha="center", va="center", fontsize=7,
+                    family="monospace", color="white" if shade > 0.6 else "black")
+        ax.set_yticks([0], [name])
+        ax.set_xticks([])
+        bar = fig.colorbar(im, ax=ax, fraction=0.015, pad=0.01)
+        bar.ax.tick_params(labelsize=6)
+        bar.set_label("advantage" if signed else "distance", fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=130)
     plt.close(fig)
