@@ -406,3 +406,18 @@ def test_a_log_column_is_the_mean_over_steps_and_marks_no_best(tmp_path):
     fmt = grid.columns.index("format")
     assert rows["0.5"][fmt].mean == pytest.approx(3.0)
     assert rows["0.5"][grid.columns.index("execution")].note == "–"  # NaN on every step
+
+
+def test_table4_gives_an_interval_over_seeds_where_two_have_enough_instances(tmp_path):
+    tplan = planning.make_plan(specs.get("table4"), "smoke", 2, str(tmp_path))
+    (job,) = tplan.jobs
+    for s, (dist, tok) in enumerate([(0.4, 0.05), (0.3, 0.03)]):  # ratios 8 and 10
+        store(job, s, {"prompt_strict": 1.0},
+              log=[{"step": 1, "diag/type/title/dist": dist, "diag/type/title/tok": tok,
+                    "diag/type/title/n": 5.0}])
+    assert cli.main(["reproduce", "table4", "--seeds", "2", "--results-dir", str(tmp_path),
+                     "--output-dir", str(tmp_path)]) == 0
+    md = (tmp_path / "tables" / "table4.md").read_text()
+    # pooled: dist 35.0 %, tok 4.0 %, ratio 8.75; per seed 8 and 10: mean 9, se 1,
+    # t(0.975, 1) = 12.706 -> [-3.7, 21.7]
+    assert "| Title | 35.0 | 4.0 | 8.8 [-3.7, 21.7] | 10 |" in md

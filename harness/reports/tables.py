@@ -195,8 +195,9 @@ def type_key(label: str) -> str:
 def localisation_grids(plan: Plan, min_instances: int = 5) -> list[Grid]:
     """Table 4 from MRTPO runs' per-step diagnostics: per constraint type, its distance share
     (Dist.) and token share (Tok.) pooled over every satisfied instance of every step and
-    seed (weighted by the step's count), and Ratio = Dist. / Tok.; "–" below
-    ``min_instances`` instances, as in the paper."""
+    seed (weighted by the step's count), and Ratio = Dist. / Tok., with a 95 % t-interval
+    over the seeds (and tasks) that have ``min_instances`` instances each, where two do; "–"
+    below ``min_instances`` instances in all, as in the paper."""
     from harness.reports.figures import train_log
 
     spec, setting = plan.spec, plan.setting
@@ -207,12 +208,21 @@ def localisation_grids(plan: Plan, min_instances: int = 5) -> list[Grid]:
         grid = Grid(f"{spec.title}: {model}, setting {setting.name} (preset "
                     f"{jobs[0].config.preset if jobs else setting.preset})", "Constraint",
                     ["", "", "", ""], ["Dist.", "Tok.", "Ratio", "instances"], mark_best=False)
-        rows = [r for j in jobs for s in j.stored for r in train_log(j, s)]
+        logs = {(j.model_label, j.task, s): train_log(j, s) for j in jobs for s in j.stored}
+        rows = [r for log in logs.values() for r in log]
         for label in labels:
             key = f"diag/type/{type_key(label)}"
             got = [(r[f"{key}/dist"], r[f"{key}/tok"], r[f"{key}/n"]) for r in rows
                    if f"{key}/n" in r]
             n = sum(w for *_, w in got)
+            # per seed (and task), the same pooled ratio: its spread gives the interval
+            per_seed = []
+            for log in logs.values():
+                mine = [(r[f"{key}/dist"], r[f"{key}/tok"], r[f"{key}/n"]) for r in log
+                        if f"{key}/n" in r]
+                if sum(w for *_, w in mine) >= min_instances:
+                    per_seed.append(sum(d * w for d, _, w in mine)
+                                    / sum(t * w for _, t, w in mine))
             if not jobs or not any(j.stored for j in jobs):
                 why = next((needs_text(j.blocked) for j in jobs if j.blocked), "not run")
                 cells = [Cell(note=why)] * 3 + [Cell(note="0")]
@@ -221,8 +231,13 @@ def localisation_grids(plan: Plan, min_instances: int = 5) -> list[Grid]:
             else:
                 dist = 100 * sum(d * w for d, _, w in got) / n
                 tok = 100 * sum(t * w for _, t, w in got) / n
+                from harness.reports.uncertainty import t_interval
+
+                low, high = t_interval(per_seed)
+                ratio = f"{dist / tok:.1f}" + ("" if low != low else  # NaN: < 2 seeds
+                                               f" [{low:.1f}, {high:.1f}]")
                 cells = [Cell(note=f"{dist:.1f}"), Cell(note=f"{tok:.1f}"),
-                         Cell(note=f"{dist / tok:.1f}"), Cell(note=f"{n:g}")]
+                         Cell(note=ratio), Cell(note=f"{n:g}")]
             grid.rows.append((label, cells))
         grids.append(grid)
     for model, rows in spec.paper.items():
