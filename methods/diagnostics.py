@@ -3,7 +3,8 @@ paper Table 4, Fig. 6), per step.
 
 For each reward k and response: the share of its replay distance on the span its checker reads
 divided by that span's share of the tokens (1 = uniform; also for narrower spans a task names
-``<reward>:<what>``), the share held by its top 1 / 5 /
+``<reward>:<what>``, and per constraint type where rewards are per-prompt slots,
+``type:<type>``), the share held by its top 1 / 5 /
 10 % tokens (Fig. 6a), and the share on each part of the response (Fig. 6b). Where the task's
 spans name a constraint type for a reward (instruction following), each satisfied constraint
 also adds its distance share and token share under ``type/<type>/`` (Table 4).
@@ -46,6 +47,7 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
     out = {}
     t = d.shape[1]
     by_type: dict[str, list[tuple[float, float]]] = {}
+    ratios: dict[str, list[float]] = {}  # constraint type -> span ratios of its slots
     for k, name in enumerate(rewards):
         total = float(d[k].sum())
         if not total > 0 or t == 0:  # no distance, or NaN: the pair was not replayed
@@ -59,6 +61,8 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
                 share = float(d[k][m].sum()) / total
                 out[f"{name}/span_ratio"] = share / (float(m.sum()) / t)
                 kind = spans.get("types", {}).get(name)
+                if kind:  # rewards named per prompt slot: also by what the slot checks
+                    ratios.setdefault(kind, []).append(out[f"{name}/span_ratio"])
                 if kind and values is not None and values[k] == 1.0:  # satisfied
                     by_type.setdefault(kind, []).append((share, float(m.sum()) / t))
         # narrower spans of the same reward (``execution:diff``: where the query differs from
@@ -71,6 +75,8 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
             if part in spans:
                 m = token_mask(ranges, spans[part])
                 out[f"{name}/part/{part}"] = float(d[k][m].sum()) / total
+    for kind, vals in ratios.items():  # every instance, satisfied or not
+        out[f"type:{kind}/span_ratio"] = sum(vals) / len(vals)
     for kind, pairs in by_type.items():  # Table 4: distance share and token share per type
         out[f"type/{kind}/dist"] = sum(p for p, _ in pairs) / len(pairs)
         out[f"type/{kind}/tok"] = sum(q for _, q in pairs) / len(pairs)

@@ -14,7 +14,8 @@ Per reward and variant, over responses, with 95 % bootstrap intervals
 - **span ratio**: the profile's share on the span the reward's checker reads divided by that
   span's share of the response's tokens (1 = uniform; the task's ``spans``), and the same for
   narrower spans a task names (``execution:diff``: the query's tokens that differ from the gold
-  query's);
+  query's) and, where rewards are per-prompt constraint slots, per constraint type
+  (``type:keyword``, ...);
 - **top-10 % share**: the share of the profile held by the response's top 10 % tokens (uniform:
   0.10).
 
@@ -131,18 +132,21 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
             with torch.no_grad():
                 replayed[mode] = relevance(ctx, options)
         d = replayed[mode]
-        # the profile the allocation trains with (beta = 1: w = rho), shuffled as its ablation
+        # the profile the allocation trains with (beta = 1: w = rho), shuffled as its ablation;
+        # a reward absent from a response's prompt has no profile there (NaN: not counted)
         w = mrtpo_token_weights(d, ctx.response_mask, 1.0, shuffle=shuffled, seed=seed)
+        w[torch.isnan(ctx.rewards)] = float("nan")
         timing[spec] = time.perf_counter() - t0
         records = batch_records(ctx.tokenizer, ctx.examples, ctx.response_ids,
                                 ctx.response_mask, w, ctx.reward_names, trainer.task.spans,
                                 ctx.rewards.tolist())
         out[spec] = summarise(records, seed)
     rewards = ctx.rewards
+    present = [k for k in range(rewards.shape[1]) if bool((~torch.isnan(rewards[:, k])).any())]
     facts = {"responses": int(ctx.response_ids.shape[0]),
              "prompts": len({e.id for e in ctx.examples}), "rewards": list(ctx.reward_names),
-             "reward_means": {n: float(rewards[:, k].nanmean())
-                              for k, n in enumerate(ctx.reward_names)},
+             "reward_means": {ctx.reward_names[k]: float(rewards[:, k].nanmean())
+                              for k in present},
              "mean_response_tokens": float(ctx.response_mask.sum(dim=1).float().mean()),
              "generate_s": generate_s, "replay_s": timing}
     return out, facts

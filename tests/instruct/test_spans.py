@@ -43,6 +43,8 @@ def test_satisfied_constraints_add_their_shares_per_type():
     assert rec["type/title/dist"] == 0.75 and rec["type/title/tok"] == 0.25
     assert rec["type/title/n"] == 1.0 and "type/keyword/n" not in rec  # c2 not satisfied
     assert rec["c1/span_ratio"] == 3.0
+    # per type, satisfied or not: title 0.75 / 0.25 = 3; keyword 0.25 / 0.25 = 1
+    assert rec["type:title/span_ratio"] == 3.0 and rec["type:keyword/span_ratio"] == 1.0
     other = {"type/title/dist": 0.5, "type/title/tok": 0.1, "type/title/n": 3.0}
     out = summarise([rec, other])
     assert out["diag/type/title/n"] == 4.0
