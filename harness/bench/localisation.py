@@ -61,9 +61,9 @@ def interval(values, seed: int = 0, level: float = 0.95) -> tuple[float, float, 
     mean = float(x.mean())
     if len(x) < 2 or float(x.max() - x.min()) <= 1e-12:
         return mean, (mean if len(x) else math.nan), (mean if len(x) else math.nan)
-    for method in ("BCa", "percentile"):
-        import warnings
+    import warnings
 
+    for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ci = stats.bootstrap((x,), np.mean, confidence_level=level, n_resamples=RESAMPLES,
