@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -109,7 +110,6 @@ class TensorBoard:
 class MLflow:
     def __init__(self, folder: Path, experiment: str, seed: int, hparams: dict, tags: dict,
                  tracking_uri: str):
-        import mlflow
         from mlflow.tracking import MlflowClient
 
         uri = (tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
@@ -128,11 +128,9 @@ class MLflow:
             # MLflow caps a parameter value at 6000 characters
             for k, v in hparams.items():
                 self.client.log_param(self.run_id, k, v[:6000])
-        self.mlflow = mlflow
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
-        import time
 
         now = int(time.time() * 1000)
         # MLflow's metric names allow "/" but not every character: keep ours as they are

@@ -283,10 +283,11 @@ def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
                                  start_step))
         return trackers[0]
 
+    from harness import tracking
+
     history = trainer.train(log, reporter.step if reporter else None, checkpointer,
                             open_trackers if trainer.rank == 0 and
-                            config.training.report_to.strip().lower() not in ("", "none")
-                            else None)
+                            tracking.parse(config.training.report_to) else None)
     from harness.checkpoints.state import parameter_checksum
 
     checksum = parameter_checksum(trainer.engine.module)  # collective under ZeRO-3
