@@ -66,6 +66,18 @@ def training_rewards(config: cfg.RunConfig, seeds: list[int]) -> str:
     return "\n".join(out)
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seed-list 0,2`` -> [0, 2]: non-negative, distinct, in the order given."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seeds as comma-separated integers, "
+                                         "e.g. 1,2") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more distinct seeds >= 0")
+    return seeds
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -74,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = absolute(cfg.resolve(args.preset, overrides_from(args)))
     validate(config)
-    seeds = list(range(args.seeds))
+    seeds = args.seed_list if args.seed_list is not None else list(range(args.seeds))
     todo = pending_seeds(config, seeds, args.force)
     for s in seeds:
         if s not in todo:
@@ -210,7 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train and evaluate seeds; print mean ± std")
     run.add_argument("--preset", default="smoke", help="starting preset (see `list`)")
-    run.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1")
+    which = run.add_mutually_exclusive_group()
+    which.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1")
+    which.add_argument("--seed-list", type=seed_list, default=None, metavar="K,K,...",
+                       help="run exactly these seeds, e.g. 1,2 (to spread one cell's seeds over "
+                            "cores or machines: each stores into the same run folder)")
     run.add_argument("--force", action="store_true", help="rerun seeds already stored")
     add_config_flags(run)
     sft = sub.add_parser("sft", help="the supervised warm start of a run's settings (cached; "

@@ -73,3 +73,15 @@ def test_default_training_set_is_the_offline_generator():
 
     assert choose_train_set(resolve("smoke", {})).name == "tools-synth"
     assert choose_train_set(resolve("smoke", {"data_dir": "/somewhere"})).name == "rlla"
+
+
+def test_seed_list_runs_exactly_the_seeds_given(capsys):
+    parser = cli.build_parser()
+    assert parser.parse_args(["run", "--seed-list", "2,0"]).seed_list == [2, 0]
+    assert parser.parse_args(["run", "--seeds", "3"]).seed_list is None
+    for bad in ("1,x", "1,1", "-1", ","):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["run", "--seed-list", bad])
+        assert "--seed-list" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # one way of naming the seeds at a time
+        parser.parse_args(["run", "--seeds", "2", "--seed-list", "1"])
