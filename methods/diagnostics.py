@@ -40,6 +40,10 @@ def token_mask(ranges: list[tuple[int, int]], spans: list[tuple[int, int]]) -> t
                         dtype=torch.bool)
 
 
+# Table 4's last two rows: every satisfied, and every violated, constraint instance of any type
+ALL_SATISFIED, ALL_VIOLATED = "all_satisfied", "all_violated"
+
+
 def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges,
                     values: Sequence[float] | None = None) -> dict:
     """One response's diagnostics. d: [K, T] distances on its valid tokens; ``values``: its
@@ -63,8 +67,13 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
                 kind = spans.get("types", {}).get(name)
                 if kind:  # rewards named per prompt slot: also by what the slot checks
                     ratios.setdefault(kind, []).append(out[f"{name}/span_ratio"])
-                if kind and values is not None and values[k] == 1.0:  # satisfied
-                    by_type.setdefault(kind, []).append((share, float(m.sum()) / t))
+                if kind and values is not None:  # Table 4: satisfied per type, and pooled
+                    pair = (share, float(m.sum()) / t)
+                    if values[k] == 1.0:
+                        by_type.setdefault(kind, []).append(pair)
+                        by_type.setdefault(ALL_SATISFIED, []).append(pair)
+                    else:
+                        by_type.setdefault(ALL_VIOLATED, []).append(pair)
         # narrower spans of the same reward (``execution:diff``: where the query differs from
         # the gold one), each with a ratio of its own
         for key in sorted(k for k in spans if isinstance(k, str) and k.startswith(f"{name}:")):
@@ -78,6 +87,7 @@ def response_record(d: torch.Tensor, rewards: Sequence[str], spans: dict, ranges
     for kind, vals in ratios.items():  # every instance, satisfied or not
         out[f"type:{kind}/span_ratio"] = sum(vals) / len(vals)
     for kind, pairs in by_type.items():  # Table 4: distance share and token share per type
+        # (and pooled over types: all satisfied, all violated instances)
         out[f"type/{kind}/dist"] = sum(p for p, _ in pairs) / len(pairs)
         out[f"type/{kind}/tok"] = sum(q for _, q in pairs) / len(pairs)
         out[f"type/{kind}/n"] = float(len(pairs))

@@ -58,12 +58,22 @@ def test_a_spec_naming_an_unknown_method_fails_with_its_path(tmp_path):
 
 
 def test_a_setting_pins_fields_on_its_preset_and_its_runs_use_them(tmp_path):
-    plan = table3_plan(tmp_path)
-    assert dict(plan.setting.overrides) == {"engine": "hf"}  # the committed smoke seeds' engine
-    job = next(j for j in plan.jobs if j.row.label == "GDPO")
+    pinned = tmp_path / "tableY.toml"
+    pinned.write_text('kind = "benchmark"\nrows = [{ label = "GDPO", method = "gdpo" }]\n'
+                      'columns = [{ label = "c", task = "bfcl", metric = "m" }]\n'
+                      '[settings.smoke]\npreset = "smoke-learn-30"\n'
+                      'models = ["smollm2-135m-instruct"]\noverrides = { engine = "hf" }\n')
+    spec = specs.parse(pinned)
+    specs.check(spec)
+    plan = planning.make_plan(spec, "smoke", None, str(tmp_path))
+    assert dict(plan.setting.overrides) == {"engine": "hf"}
+    (job,) = plan.jobs
     assert job.config.rollout.engine == "hf" and job.config.preset == "smoke-learn-30"
     # the pin is an override of the preset: it names the setting's folder
     assert result_path(job.config).parent.name.startswith("smoke-learn-30-")
+    # without one, the preset's own folder
+    (plain,) = table3_plan(tmp_path).jobs[2:3]
+    assert result_path(plain.config).parent.name == "smoke-learn-30"
     bad = tmp_path / "tableX.toml"
     bad.write_text('kind = "benchmark"\nrows = [{ label = "A", method = "gdpo" }]\n'
                    'columns = [{ label = "c", task = "bfcl", metric = "m" }]\n'
@@ -234,14 +244,14 @@ def test_compare_gives_the_paired_per_seed_difference(tmp_path, capsys):
     folders = [str(result_path(jobs[k].config).parent) for k in ("MRTPO", "GDPO")]
     assert cli.main(["compare", *folders]) == 0
     out = capsys.readouterr().out
-    assert "| mrtpo/smoke-learn-30-8c452226 | **23.00 ± 11.14** |" in out  # best mean: bold
+    assert "| mrtpo/smoke-learn-30 | **23.00 ± 11.14** |" in out  # best mean: bold
     # seconds per step: smaller is better, so GDPO's 2.00 is the bold one, not MRTPO's 3.00
     assert "| **2.00 ± 0.00** | 3 |" in out and "| 3.00 ± 0.00 | 3 |" in out
     # per seed 3, 1, 5: mean 3, sd 2, t(0.975, 2) * 2 / sqrt(3) = 4.968 -> [-1.97, +7.97],
     # covers 0: undecided; MRTPO above GDPO in 6 of 9 seed pairs -> P = 0.67
-    assert "| mrtpo/smoke-learn-30-8c452226 | +3.00 [−1.97, +7.97]? P=0.67 |" in out
+    assert "| mrtpo/smoke-learn-30 | +3.00 [−1.97, +7.97]? P=0.67 |" in out
     # effect 3 / 2 = 1.5: a paired t-test needs 6 seeds for 80 % power (G*Power: 6)
-    assert "| mrtpo/smoke-learn-30-8c452226 | 6 |" in out
+    assert "| mrtpo/smoke-learn-30 | 6 |" in out
 
 
 def test_steps_to_threshold_and_its_median_over_seeds():
@@ -311,7 +321,8 @@ def test_table4_pools_each_constraint_type_over_steps_and_seeds(tmp_path, capsys
                  "diag/type/title/n": 1.0, "diag/type/keyword/dist": 0.1,
                  "diag/type/keyword/tok": 0.02, "diag/type/keyword/n": 2.0}],
             1: [{"step": 1, "diag/type/title/dist": 0.3, "diag/type/title/tok": 0.03,
-                 "diag/type/title/n": 2.0}]}
+                 "diag/type/title/n": 2.0, "diag/type/all_violated/dist": 0.1,
+                 "diag/type/all_violated/tok": 0.1, "diag/type/all_violated/n": 6.0}]}
     for s, log in logs.items():
         store(job, s, {"prompt_strict": 1.0}, log=log)
     assert cli.main(["reproduce", "table4", "--seeds", "2", "--results-dir", str(tmp_path),
@@ -321,6 +332,7 @@ def test_table4_pools_each_constraint_type_over_steps_and_seeds(tmp_path, capsys
     assert "| Title | 33.3 | 4.3 | 7.7 | 6 |" in md
     assert "| Keyword | – | – | – | 2 |" in md  # fewer than five instances
     assert "| End phrase | – | – | – | 0 |" in md
+    assert "| All violated | 10.0 | 10.0 | 1.0 | 6 |" in md  # the pooled rows
     assert "The paper's numbers: Qwen2.5-7B-Instruct" in md and "| Title | 24.5 | 3.2 | 7.6 |" in md
 
 

@@ -42,6 +42,10 @@ def test_satisfied_constraints_add_their_shares_per_type():
     rec = response_record(d, ["c1", "c2"], sp, ranges, values=[1.0, 0.0])
     assert rec["type/title/dist"] == 0.75 and rec["type/title/tok"] == 0.25
     assert rec["type/title/n"] == 1.0 and "type/keyword/n" not in rec  # c2 not satisfied
+    # Table 4's pooled rows: the satisfied title instance; the violated keyword one (0.25 / 0.25)
+    assert (rec["type/all_satisfied/dist"], rec["type/all_satisfied/n"]) == (0.75, 1.0)
+    assert rec["type/all_violated/dist"] == 0.25 and rec["type/all_violated/tok"] == 0.25
+    assert rec["type/all_violated/n"] == 1.0
     assert rec["c1/span_ratio"] == 3.0
     # per type, satisfied or not: title 0.75 / 0.25 = 3; keyword 0.25 / 0.25 = 1
     assert rec["type:title/span_ratio"] == 3.0 and rec["type:keyword/span_ratio"] == 1.0
