@@ -97,7 +97,7 @@ def test_steps_to_threshold_contrasts_and_sensitivity():
     assert figures.censored_steps(logs["mrtpo"][1], "reward/format", 0.8, 1) == 5.0
     (line,) = figures.threshold_contrasts(logs, "reward/format", 0.8, 1, "gdpo")
     # differences 2 and 3: mean 2.5, sd 0.707, t(0.975, 1) = 12.706 -> +-6.35
-    assert line.startswith("- mrtpo − gdpo: +2.5 [−3.9, +8.9]? P=0.00 steps")
+    assert line.startswith("- mrtpo − gdpo, steps: +2.5 [−3.9, +8.9]? P=0.00;")
     table = figures.sensitivity(logs, "reward/format", 0.8)
     assert len(table) == 2 + 9 and table[0].startswith("| window | threshold | gdpo | mrtpo")
     # window 3, threshold 0.75: gdpo's trailing means reach it at 1 and 4 (0.1, 0.5, 0.63, 0.9):

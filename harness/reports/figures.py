@@ -127,7 +127,7 @@ def threshold_contrasts(logs: dict[str, dict[int, list[dict]]], key: str, value:
         if method == reference:
             continue
         p = uncertainty.paired(per_seed, steps[reference], higher=False)
-        out.append(f"- {method} − {reference}: {uncertainty.text(p, 1)} steps; seeds for 80 % "
+        out.append(f"- {method} − {reference}, steps: {uncertainty.text(p, 1)}; seeds for 80 % "
                    f"power: {uncertainty.power_text(p)}")
     return out
 
@@ -177,8 +177,9 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     # panel -> metric -> method -> (mean, std) of the evaluation after training
     evaluated: dict[int, dict[str, dict[str, tuple[float, float]]]] = {}
     # panel -> (label, steps, (mean, std) per step) from evaluations during training
-    during_curves: dict[int, list[tuple[str, list[int], list[tuple[float, float]]]]] = {}
-    for job in jobs:
+    # (and the method's colour, the metric's line style: a method keeps its colour in every panel)
+    during_curves: dict[int, list[tuple[str, list[int], list[tuple[float, float]], str, str]]] = {}
+    for colour, job in enumerate(jobs):
         logs = [train_log(job, s) for s in job.stored]
         label = f"{job.row.label} (n={len(logs)})"
         for ax, panel in zip(axes, spec.raw.get("curves", ())):
@@ -186,8 +187,8 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
             mid = [statistics.median(v) if band == "iqr" else sum(v) / len(v) for v in vals]
             lo = [quantile(v, 0.25) if band == "iqr" else min(v) for v in vals]
             hi = [quantile(v, 0.75) if band == "iqr" else max(v) for v in vals]
-            (line,) = ax.plot(steps, mid, label=label)
-            ax.fill_between(steps, lo, hi, alpha=0.2, color=line.get_color())
+            ax.plot(steps, mid, label=label, color=f"C{colour}")
+            ax.fill_between(steps, lo, hi, alpha=0.2, color=f"C{colour}")
             ax.set_title(panel["label"])
             ax.set_xlabel("training step")
         pooled, footnote = plan.stored_results(job)
@@ -196,7 +197,7 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
             mixed.append(f"{job.row.label}: {footnote}")
         steps_run = max(int(r["step"]) for log in logs for r in log) if any(logs) else 0
         for p, panel in enumerate(spec.raw.get("evaluated", ())):
-            for metric in panel["metrics"]:
+            for style, metric in zip(("-", "--", ":", "-."), panel["metrics"]):
                 vals = [float(r["metrics"][metric]) for r in results if metric in r["metrics"]]
                 if vals:
                     evaluated.setdefault(p, {}).setdefault(metric, {})[job.row.label] = \
@@ -204,7 +205,7 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
                 curve = over_training(logs, metric, vals, steps_run)
                 if curve:
                     during_curves.setdefault(p, []).append((f"{job.row.label} {metric}",
-                                                            *curve))
+                                                            *curve, f"C{colour}", style))
         if thr:
             per_method[job.row.label] = [steps_to_threshold(log, thr["key"], thr["value"],
                                                             setting.smooth) for log in logs]
@@ -213,13 +214,13 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     for p, panel in enumerate(spec.raw.get("evaluated", ())):
         if p in during_curves:  # evaluated during training: mean over seeds, band +- std
             ax = axes[n_curves + p]
-            for label, steps, stats in during_curves[p]:
+            for label, steps, stats, colour, style in during_curves[p]:
                 mean = [m for m, _ in stats]
                 sd = [0.0 if math.isnan(d) else d for _, d in stats]
-                (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=label)
+                ax.plot(steps, mean, marker="o", markersize=3, label=label, color=colour,
+                        linestyle=style)
                 ax.fill_between(steps, [m - d for m, d in zip(mean, sd)],
-                                [m + d for m, d in zip(mean, sd)], alpha=0.15,
-                                color=line.get_color())
+                                [m + d for m, d in zip(mean, sd)], alpha=0.15, color=colour)
             ax.set_title(panel["label"] + ", over training")
             ax.set_xlabel("training step")
             continue

@@ -166,12 +166,13 @@ def spec_rows(spec: Spec) -> tuple[Row, ...]:
 def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
     """(estimated seconds of the missing runs, how many had nothing to estimate from).
 
-    A missing seed is estimated from the stored seeds closest to it: the same task, method and
+    A missing seed is estimated from the stored seeds closest to it: its own run folder's
+    (the same settings: the best guess of its cost), else the same task, method and
     preset, else the same task and preset, else the same task and method, else the same task:
     their start-up and evaluation time (``wall_seconds`` less their steps) plus its own step
     count times their median seconds per step. Within a match, seeds that evaluated the same
     subset (``eval_limit``) are preferred: a full benchmark takes many times a smoke subset."""
-    from harness.results import load_result
+    from harness.results import load_result, result_path
 
     stored = []
     for p in Path(results_dir).glob("*/*/*/*/seed*.json"):
@@ -181,7 +182,7 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
             stored.append((c["task"]["task"], c["method"]["method"], c["preset"],
                            c["training"]["steps"], float(r["wall_seconds"]),
                            float(r.get("train", {}).get("time/step/mean", 0.0)),
-                           c["task"].get("eval_limit", 0)))
+                           c["task"].get("eval_limit", 0), p.parent.resolve()))
         except (ValueError, KeyError, TypeError):
             continue  # not a result file of this version: nothing to estimate from
     total, unknown = 0.0, 0
@@ -189,7 +190,9 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
         c = job.config
         steps = c.training.steps
         near = []
-        for match in (lambda s: s[:3] == (c.task.task, c.method.method, c.preset),
+        folder = Path(result_path(c)).parent.resolve()
+        for match in (lambda s: s[7] == folder,
+                      lambda s: s[:3] == (c.task.task, c.method.method, c.preset),
                       lambda s: (s[0], s[2]) == (c.task.task, c.preset),
                       lambda s: s[:2] == (c.task.task, c.method.method),
                       lambda s: s[0] == c.task.task):
@@ -202,7 +205,7 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
             unknown += 1
             continue
         # wall = fixed (start-up + evaluation) + steps * s/step
-        fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps, _ in near)
+        fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps, *_ in near)
         per_step = statistics.median(s[5] for s in near if s[5] > 0) if any(
             s[5] > 0 for s in near) else 0.0
         total += fixed + steps * per_step
