@@ -64,11 +64,16 @@ def _git(*args: str, root: Path = PROJECT_ROOT) -> tuple[int, str]:
 
 
 def commit_state(root: Path = PROJECT_ROOT) -> tuple[str, bool]:
-    """(HEAD's commit, whether tracked files differ from it); "unknown" outside a git
-    checkout."""
+    """(HEAD's commit, whether the result-determining sources differ from it: edited, or new
+    and not committed); "unknown" outside a git checkout. Edits elsewhere (the README, stored
+    results, the reports) do not make a run's code dirty."""
     rc, commit = _git("rev-parse", "--verify", "-q", "HEAD", root=root)
-    _, status = _git("status", "--porcelain", "--untracked-files=no", root=root)
-    return (commit if rc == 0 and commit else "unknown"), bool(status)
+    paths = ("--", *SOURCE_ROOTS, *(f":(exclude){x}" for x in NOT_RESULT_SOURCES))
+    _, edited = _git("diff", "--name-only", "HEAD", *paths, root=root)
+    _, new = _git("ls-files", "--others", "--exclude-standard", *paths, root=root)
+    dirty = any(name.endswith(SOURCE_SUFFIXES) and "__pycache__" not in name
+                for name in (edited + "\n" + new).splitlines())
+    return (commit if rc == 0 and commit else "unknown"), dirty
 
 
 def current(root: Path = PROJECT_ROOT) -> dict:

@@ -122,6 +122,35 @@ def test_the_fingerprint_follows_result_sources_and_ignores_reports(tmp_path):
     assert provenance.fingerprint(tmp_path) == first
 
 
+def test_dirty_means_the_result_sources_differ_from_the_commit(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path,
+                       check=True, capture_output=True)
+
+    for rel in ("harness/trainer.py", "harness/reports/render.py", "README.md",
+                "results/a/seed0.json"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("v1")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    commit, dirty = provenance.commit_state(tmp_path)
+    assert len(commit) == 40 and not dirty
+    # the README, stored results and the reports change no run's outcome
+    for rel in ("README.md", "results/a/seed0.json", "harness/reports/render.py"):
+        (tmp_path / rel).write_text("v2")
+    (tmp_path / "results" / "a" / "seed1.json").write_text("new")
+    assert provenance.commit_state(tmp_path) == (commit, False)
+    (tmp_path / "methods").mkdir()
+    (tmp_path / "methods" / "new.py").write_text("x")  # a new source, not committed
+    assert provenance.commit_state(tmp_path) == (commit, True)
+    (tmp_path / "methods" / "new.py").unlink()
+    (tmp_path / "harness" / "trainer.py").write_text("v2")  # an edited one
+    assert provenance.commit_state(tmp_path) == (commit, True)
+
+
 def test_a_new_result_records_this_trees_provenance_and_an_old_one_its_commit():
     from harness.config import resolve
     from harness.results import make_record
