@@ -75,6 +75,8 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     for pass_name, out in passes.items():
         labels = names if out.shape[1] == len(names) else range(out.shape[1])
         for k, label in enumerate(labels):
+            if labels is names and rewards[response, k].isnan():
+                continue  # a constraint slot this prompt does not have: nothing to replay
             rows[f"{pass_name}[{label}]"] = out[response, k]
     length = int(ro.response_mask[response].sum())
     ids = ro.response_ids[response, :length].tolist()

@@ -23,3 +23,16 @@ def test_explain_writes_html_and_png(tmp_path, capsys):
     assert cli.main(["explain", "--run", str(run), "--example", "2", "--response", "5",
                      "--output", str(out)]) == 2
     assert "--response must be in [0, 3)" in capsys.readouterr().err
+
+
+def test_explain_leaves_out_constraint_slots_the_prompt_does_not_have(tmp_path):
+    # if-synth prompts carry 1-8 constraints; the task has a reward slot per possible one
+    config = resolve("smoke", {"model": "tiny-random", "results_dir": str(tmp_path),
+                               "method": "mrtpo", "task": "ifbench", "max_response_tokens": 6,
+                               "group_size": 2})
+    run = result_path(config)
+    atomic_write_json(run, make_record(config, {}, train={}, wall_seconds=0.0))
+    out = tmp_path / "explain"
+    assert cli.main(["explain", "--run", str(run), "--example", "0", "--output", str(out)]) == 0
+    page = next(out.glob("*.html")).read_text()
+    assert "replay[c1]" in page and "replay[c16]" not in page
