@@ -310,6 +310,9 @@ def test_explain_figures_come_from_a_stored_run(tmp_path):
     assert [f.name for f in files] == ["figure7.png", "figure7.html"]
     assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "MRTPO" in files[1].read_text() and "explain --run" in summary
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["figure7.html",
+                                                                          "figure7.png"]
+    assert not (tmp_path / "explain").exists()  # explain's own copies are not left beside
 
 
 def test_table4_pools_each_constraint_type_over_steps_and_seeds(tmp_path, capsys):

@@ -329,7 +329,9 @@ def diagnostics(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
 def explained(plan: Plan, out_dir: Path, model: str | None = None) -> tuple[list[Path], str]:
     """Figures 1-3, 7, 8: ``explain`` on the spec's stored run (its starting model, or
     ``model``)."""
+    import os
     import shutil
+    import tempfile
 
     from harness.explain import explain
     from harness.results import result_path
@@ -340,12 +342,14 @@ def explained(plan: Plan, out_dir: Path, model: str | None = None) -> tuple[list
         raise FileNotFoundError(f"{spec.name}: no stored {spec.methods()} run on "
                                 f"{spec.tasks(plan.setting.name)}; run it without --dry-run first")
     run = result_path(job.seed_config(job.stored[0]))
-    html_path, png_path = explain(run, int(spec.raw.get("example", 0)), out_dir / "explain",
-                                  model=model)
     files = []
-    for src, ext in ((png_path, "png"), (html_path, "html")):
-        dst = out_dir / f"{spec.name}.{ext}"
-        shutil.copyfile(src, dst)
-        files.append(dst)
-    return files, (f"# {spec.name}: {spec.title}\n\n{spec.caption}\n\nFrom `explain --run {run} "
+    with tempfile.TemporaryDirectory() as scratch:  # explain's own files: copied, then gone
+        html_path, png_path = explain(run, int(spec.raw.get("example", 0)), Path(scratch),
+                                      model=model)
+        for src, ext in ((png_path, "png"), (html_path, "html")):
+            dst = out_dir / f"{spec.name}.{ext}"
+            shutil.copyfile(src, dst)
+            files.append(dst)
+    shown = os.path.relpath(run) if Path(run).is_relative_to(Path.cwd()) else run
+    return files, (f"# {spec.name}: {spec.title}\n\n{spec.caption}\n\nFrom `explain --run {shown} "
                    f"--example {spec.raw.get('example', 0)}`.\n\n![{spec.name}]({files[0].name})\n")
