@@ -209,11 +209,18 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from harness.explain import explain
+    from harness.explain import explain, parse_where
 
-    html_path, png_path = explain(Path(args.run), args.example, Path(args.output),
-                                  args.response, args.model, args.group_size, args.seed)
-    print(f"wrote {html_path}\nwrote {png_path}")
+    try:
+        where = parse_where(args.where) if args.where else None
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    shown = explain(Path(args.run), args.example, Path(args.output), args.response, args.model,
+                    args.group_size, args.seed, where)
+    if where:
+        print(f"prompt {shown.example}, response {shown.response} has {args.where}")
+    print(f"wrote {shown.html}\nwrote {shown.png}")
     return 0
 
 
@@ -262,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--model", default=None, help="another model (e.g. a checkpoint folder)")
     ex.add_argument("--group-size", type=int, default=None, help="samples drawn (default: run's G)")
     ex.add_argument("--seed", type=int, default=0, help="sampling seed")
+    ex.add_argument("--where", default="", metavar="REWARD=V,...",
+                    help="show the first sampled response with these reward values instead of "
+                         "--response, searching prompts from --example on (e.g. format=1,"
+                         "execution=0: a well-formed query that fails)")
     ex.add_argument("--output", default="runs/explain", help="folder for the HTML and PNG")
     return parser
 

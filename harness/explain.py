@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -27,8 +28,37 @@ from harness.rollouts import HFRollout
 from methods import RolloutBatch
 
 
+# how many training prompts, from --example on, a --where search samples before it gives up
+WHERE_SEARCH = 24
+
+
+class Explained(NamedTuple):
+    html: Path
+    png: Path
+    example: int  # the training prompt shown (``--where`` may move past ``--example``)
+    response: int  # which of its G samples
+
+
+def parse_where(text: str) -> dict[str, float]:
+    """``format=1,execution=0`` -> {"format": 1.0, "execution": 0.0}."""
+    out = {}
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, value = part.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValueError(f"--where {text!r}: give reward=value pairs, e.g. format=1,execution=0")
+    return out
+
+
 def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: str | None = None,
-            group_size: int | None = None, seed: int = 0) -> tuple[Path, Path]:
+            group_size: int | None = None, seed: int = 0,
+            where: dict[str, float] | None = None) -> Explained:
+    """``where`` (reward -> value): show the first sampled response whose rewards have those
+    values, from prompt ``example`` on (up to ``WHERE_SEARCH`` prompts), instead of
+    ``response`` (e.g. the paper's Figure 3: a well-formed query that fails)."""
     config = RunConfig.from_dict(load_result(run)["config"])
     if model:
         config = replace(config, model=replace(config.model, model=model))
@@ -50,10 +80,27 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     policy = load_model(source, seed=config.seed, allow_download=config.model.allow_download,
                         dtype=config.model.dtype)
     r = config.rollout
-    ro = HFRollout(policy, tok).generate([ex], g, r.max_response_tokens, r.temperature, r.top_p,
-                                         r.top_k, seed=seed)
     names = [rw.name for rw in task.rewards]
-    rewards = torch.tensor(task.compute_rewards([ex] * len(ro.texts), ro.texts))
+    unknown = sorted(set(where or {}) - set(names))
+    if unknown:
+        raise ValueError(f"--where names {unknown}, not rewards of {task.name} ({', '.join(names)})")
+    engine = HFRollout(policy, tok)
+    first = example
+    for example in range(first, min(len(examples), first + (WHERE_SEARCH if where else 1))):
+        ex = examples[example]
+        ro = engine.generate([ex], g, r.max_response_tokens, r.temperature, r.top_p, r.top_k,
+                             seed=seed)
+        rewards = torch.tensor(task.compute_rewards([ex] * len(ro.texts), ro.texts))
+        if not where:
+            break
+        match = [n for n in range(g) if all(float(rewards[n, names.index(k)]) == v
+                                            for k, v in where.items())]
+        if match:
+            response = match[0]
+            break
+    else:
+        raise ValueError(f"no sampled response to training prompts {first}-{example} has rewards "
+                         f"{where}; try another --example or --seed")
     method = methods.get(config.method.method)
     if method.reference is None:
         raise ValueError(f"method {method.name!r} declares no reference method (the one it "
@@ -89,7 +136,7 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     html_path.write_text(render_html(tokens, {k: v[:length] for k, v in rows.items()}, info,
                                      ex.id))
     render_png(tokens, {k: v[:length] for k, v in rows.items()}, png_path, advantage_rows)
-    return html_path, png_path
+    return Explained(html_path, png_path, example, response)
 
 
 def _colour(value: float, scale: float) -> str:

@@ -1,5 +1,6 @@
 """Reports: specs, aggregation over seeds, the refusal to pool other settings, the reproduce
 plan (dry run, second run), rendering, compare, figures and the steps-to-threshold statistic."""
+import dataclasses
 import math
 
 import pytest
@@ -302,16 +303,16 @@ def test_figure6_reads_the_stored_replay_diagnostics(tmp_path):
 
 @pytest.mark.model
 def test_explain_figures_come_from_a_stored_run(tmp_path):
-    fplan = planning.make_plan(specs.get("figure7"), "smoke", 1, str(tmp_path))
+    fplan = planning.make_plan(specs.get("figure2"), "smoke", 1, str(tmp_path))
     store(fplan.jobs[0], 0, {"non_live_overall": 0.0})
-    fplan = planning.make_plan(specs.get("figure7"), "smoke", 1, str(tmp_path))
+    fplan = planning.make_plan(specs.get("figure2"), "smoke", 1, str(tmp_path))
     # the run's own starting model is its warm start; the 2-layer test model stands in
     files, summary = figures.explained(fplan, tmp_path, model="tiny-random")
-    assert [f.name for f in files] == ["figure7.png", "figure7.html"]
+    assert [f.name for f in files] == ["figure2.png", "figure2.html"]
     assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "MRTPO" in files[1].read_text() and "explain --run" in summary
-    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["figure7.html",
-                                                                          "figure7.png"]
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["figure2.html",
+                                                                          "figure2.png"]
     assert not (tmp_path / "explain").exists()  # explain's own copies are not left beside
 
 
@@ -365,6 +366,9 @@ def test_every_spec_renders_from_fixtures(name, tmp_path, monkeypatch):
                 for s in job.missing:
                     store(job, s, metrics, log=fixture_log())
     if spec.kind == "explain":
+        # the 2-layer random model writes no well-formed answer: a spec's `where` (which
+        # response to show) cannot match here; tests/test_explain.py checks it
+        spec = dataclasses.replace(spec, raw={k: v for k, v in spec.raw.items() if k != "where"})
         files, _ = figures.explained(planning.make_plan(spec, "smoke", 1, str(tmp_path)),
                                      tmp_path / "figures", model="tiny-random")
     else:

@@ -343,13 +343,18 @@ def explained(plan: Plan, out_dir: Path, model: str | None = None) -> tuple[list
                                 f"{spec.tasks(plan.setting.name)}; run it without --dry-run first")
     run = result_path(job.seed_config(job.stored[0]))
     files = []
+    out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:  # explain's own files: copied, then gone
-        html_path, png_path = explain(run, int(spec.raw.get("example", 0)), Path(scratch),
-                                      model=model)
-        for src, ext in ((png_path, "png"), (html_path, "html")):
+        shown = explain(run, int(spec.raw.get("example", 0)), Path(scratch), model=model,
+                        where=dict(spec.raw.get("where", {})) or None)
+        for src, ext in ((shown.png, "png"), (shown.html, "html")):
             dst = out_dir / f"{spec.name}.{ext}"
             shutil.copyfile(src, dst)
             files.append(dst)
-    shown = os.path.relpath(run) if Path(run).is_relative_to(Path.cwd()) else run
-    return files, (f"# {spec.name}: {spec.title}\n\n{spec.caption}\n\nFrom `explain --run {shown} "
-                   f"--example {spec.raw.get('example', 0)}`.\n\n![{spec.name}]({files[0].name})\n")
+    path = os.path.relpath(run) if Path(run).is_relative_to(Path.cwd()) else run
+    where = ",".join(f"{k}={v:g}" for k, v in spec.raw.get("where", {}).items())
+    command = (f"explain --run {path} --example {spec.raw.get('example', 0)}"
+               + (f" --where {where}` (prompt {shown.example}, response {shown.response})"
+                  if where else "`"))
+    return files, (f"# {spec.name}: {spec.title}\n\n{spec.caption}\n\nFrom `{command}."
+                   f"\n\n![{spec.name}]({files[0].name})\n")
