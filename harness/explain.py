@@ -66,10 +66,13 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     examples = load_train(config)
     if not 0 <= example < len(examples):
         raise ValueError(f"--example must be in [0, {len(examples)}), got {example}")
-    ex = examples[example]
     g = group_size or config.rollout.group_size
     if not 0 <= response < g:
         raise ValueError(f"--response must be in [0, {g}), got {response}")
+    names = [rw.name for rw in task.rewards]
+    unknown = sorted(set(where or {}) - set(names))
+    if unknown:  # before the model loads
+        raise ValueError(f"--where names {unknown}, not rewards of {task.name} ({', '.join(names)})")
     if model:
         source = model
     else:  # the run's starting model: its warm-started folder when the run had one
@@ -80,10 +83,6 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     policy = load_model(source, seed=config.seed, allow_download=config.model.allow_download,
                         dtype=config.model.dtype)
     r = config.rollout
-    names = [rw.name for rw in task.rewards]
-    unknown = sorted(set(where or {}) - set(names))
-    if unknown:
-        raise ValueError(f"--where names {unknown}, not rewards of {task.name} ({', '.join(names)})")
     engine = HFRollout(policy, tok)
     first = example
     for example in range(first, min(len(examples), first + (WHERE_SEARCH if where else 1))):

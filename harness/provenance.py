@@ -31,6 +31,8 @@ NOT_RESULT_SOURCES = ("harness/bench", "harness/reports", "harness/console", "ha
                       "harness/flags.py", "harness/explain.py", "harness/__main__.py",
                       "harness/provenance.py")
 SOURCE_SUFFIXES = (".py", ".json", ".jsonl", ".sql", ".toml", ".txt")
+# the same sources as a git pathspec (git diff, git ls-files)
+SOURCE_PATHSPEC = ("--", *SOURCE_ROOTS, *(f":(exclude){x}" for x in NOT_RESULT_SOURCES))
 
 
 def source_files(root: Path = PROJECT_ROOT) -> list[Path]:
@@ -68,9 +70,8 @@ def commit_state(root: Path = PROJECT_ROOT) -> tuple[str, bool]:
     and not committed); "unknown" outside a git checkout. Edits elsewhere (the README, stored
     results, the reports) do not make a run's code dirty."""
     rc, commit = _git("rev-parse", "--verify", "-q", "HEAD", root=root)
-    paths = ("--", *SOURCE_ROOTS, *(f":(exclude){x}" for x in NOT_RESULT_SOURCES))
-    _, edited = _git("diff", "--name-only", "HEAD", *paths, root=root)
-    _, new = _git("ls-files", "--others", "--exclude-standard", *paths, root=root)
+    _, edited = _git("diff", "--name-only", "HEAD", *SOURCE_PATHSPEC, root=root)
+    _, new = _git("ls-files", "--others", "--exclude-standard", *SOURCE_PATHSPEC, root=root)
     dirty = any(name.endswith(SOURCE_SUFFIXES) and "__pycache__" not in name
                 for name in (edited + "\n" + new).splitlines())
     return (commit if rc == 0 and commit else "unknown"), dirty
@@ -114,8 +115,7 @@ def diff_stat(a: str, b: str, root: Path = PROJECT_ROOT) -> str:
     for c in (a, b):
         if _git("cat-file", "-e", f"{c}^{{commit}}", root=root)[0] != 0:
             return ""
-    rc, out = _git("diff", "--stat", a, b, "--", *SOURCE_ROOTS,
-                   *(f":(exclude){x}" for x in NOT_RESULT_SOURCES), root=root)
+    rc, out = _git("diff", "--stat", a, b, *SOURCE_PATHSPEC, root=root)
     return out if rc == 0 else ""
 
 
