@@ -92,7 +92,9 @@ def start_ray(num_cpus: int | None = None, address: str = "") -> None:
             ray.init(address=address, **common)
         else:
             os.environ.update(LOCAL_TRAIN_ENV)  # the controller actor inherits the driver's
-            ray.init(num_cpus=num_cpus or usable_cpus(), include_dashboard=False,
+            # "local": a new instance even when a cluster started with `ray start` runs on this
+            # machine (without it Ray joins that cluster, and refuses num_cpus there)
+            ray.init(address="local", num_cpus=num_cpus or usable_cpus(), include_dashboard=False,
                      _system_config=LOCAL_SYSTEM_CONFIG,
                      runtime_env={"env_vars": LOCAL_TRAIN_ENV}, **common)
 

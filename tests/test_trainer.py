@@ -1,5 +1,7 @@
 """The RL loop end to end on tiny-random: in-process (fast) and on Ray Train + DeepSpeed (slow)."""
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -255,6 +257,13 @@ def test_a_two_node_cluster_spreads_the_workers_and_matches_one_node(tmp_path):
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     try:
+        # without --ray-address a run starts its own instance, not joining the running cluster
+        own = subprocess.run(
+            [sys.executable, "-c", "import ray; from harness.backend import start_ray; "
+             "start_ray(num_cpus=1); print(ray.get_runtime_context().gcs_address)"],
+            capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1])
+        assert own.returncode == 0, own.stderr[-2000:]
+        assert own.stdout.strip().splitlines()[-1] != cluster.address
         assert cli.main(flags + ["--results-dir", str(tmp_path / "two"), "--ray-address",
                                  cluster.address, "--placement-strategy", "STRICT_SPREAD"]) == 0
     finally:
