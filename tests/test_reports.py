@@ -286,6 +286,25 @@ def test_figure4_from_stored_logs(tmp_path):
     assert "- grpo: not reached (0 of 2" in summary
 
 
+def test_figure5_names_the_methods_stored_without_evaluations_during_training(tmp_path):
+    """Figure 5's setting evaluates after every step; a method whose seeds were stored by a
+    run without --eval-every has no curve over training, and the summary says so and how to
+    remake it (never a silent gap)."""
+    fplan = planning.make_plan(specs.get("figure5"), "smoke", 1, str(tmp_path))
+    for job in fplan.jobs:
+        evaluated = job.row.method != "gdpo"
+        log = [{"step": t, "response_length": 50.0 + t,
+                **({"eval/spider-mini": 5.0 * t} if evaluated and t < 3 else {})}
+               for t in range(1, 4)]
+        store(job, 0, {"spider-mini": 15.0}, log=log)
+    fplan = planning.make_plan(specs.get("figure5"), "smoke", 1, str(tmp_path))
+    _, summary = figures.curves(fplan, tmp_path / "figures")
+    note = next(line for line in summary.splitlines() if line.startswith("Without evaluations"))
+    assert note.endswith("the training unchanged): gdpo. Their benchmark numbers over "
+                         "training are not drawn.")
+    assert "`harness run ... --eval-every 1 --force`" in note
+
+
 def test_figure6_reads_the_stored_replay_diagnostics(tmp_path):
     fplan = planning.make_plan(specs.get("figure6"), "smoke", 1, str(tmp_path))
     for job in fplan.jobs:

@@ -173,6 +173,10 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     per_method: dict[str, list[int | None]] = {}
     logs_of: dict[str, dict[int, list[dict]]] = {}  # method -> seed -> per-step log
     mixed: list[str] = []  # footnotes of methods whose seeds are of several code versions
+    # methods whose seeds hold no evaluations during training though the setting asks for them
+    # (stored by a run without --eval-every): drawn as bars, never silently left out
+    no_curve: list[str] = []
+    eval_every = dict(setting.overrides).get("eval_every", 0)
     jobs = [j for j in plan.jobs if j.stored and not j.row.base]
     # panel -> metric -> method -> (mean, std) of the evaluation after training
     evaluated: dict[int, dict[str, dict[str, tuple[float, float]]]] = {}
@@ -206,6 +210,8 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
                 if curve:
                     during_curves.setdefault(p, []).append((f"{job.row.label} {metric}",
                                                             *curve, f"C{colour}", style))
+                elif eval_every and vals and job.row.label not in no_curve:
+                    no_curve.append(job.row.label)
         if thr:
             per_method[job.row.label] = [steps_to_threshold(log, thr["key"], thr["value"],
                                                             setting.smooth) for log in logs]
@@ -269,6 +275,11 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
             summary += ["Sensitivity of the order to the trailing window and the threshold "
                         "(median steps over seeds):", "",
                         *sensitivity(logs_of, thr["key"], thr["value"]), ""]
+    if no_curve:
+        summary += [f"Without evaluations during training (stored by runs without "
+                    f"--eval-every; `harness run ... --eval-every {eval_every} --force` remakes "
+                    f"them, the training unchanged): {', '.join(no_curve)}. Their benchmark "
+                    "numbers over training are not drawn.", ""]
     if mixed:
         summary += ["Pooled across code versions (--allow-mixed-code):", "",
                     *[f"- {m}" for m in mixed], ""]
