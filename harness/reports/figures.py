@@ -174,7 +174,7 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     logs_of: dict[str, dict[int, list[dict]]] = {}  # method -> seed -> per-step log
     mixed: list[str] = []  # footnotes of methods whose seeds are of several code versions
     # methods whose seeds hold no evaluations during training though the setting asks for them
-    # (stored by a run without --eval-every): drawn as bars, never silently left out
+    # (stored by a run without --eval-every): named in the summary, never silently left out
     no_curve: list[str] = []
     eval_every = dict(setting.overrides).get("eval_every", 0)
     jobs = [j for j in plan.jobs if j.stored and not j.row.base]
