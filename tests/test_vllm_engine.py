@@ -661,7 +661,9 @@ def test_the_offline_dry_run_checks_the_wheelhouse_and_prints_the_plan(tmp_path)
     done = _gpu_check("--offline", str(wh), "--model", str(tmp_path), "--dry-run")
     assert done.returncode == 0, done.stderr
     assert "1 wheels, 18 bytes, checksums match" in done.stdout
-    assert f"pip install --no-index --no-deps {wh}/*.whl" in done.stdout
+    assert f"pip install --quiet --no-index --no-deps --upgrade --target runs/gpu-check/site " \
+           f"{wh}/a-1.0-py3-none-any.whl" in done.stdout
+    assert "PYTHONPATH=runs/gpu-check/site:. python3 -m harness bench step" in done.stdout
     assert "--zero-stage 0 --label gpu-offline-zero0 --evaluate --eval-limit 32" in done.stdout
     assert "--zero-stage 3 --label gpu-offline-zero3" in done.stdout
     assert f"--model {tmp_path}" in done.stdout and "harness.assets" not in done.stdout
@@ -707,6 +709,37 @@ def test_the_offline_check_stops_at_once_without_a_gpu(tmp_path):
         pytest.skip("this machine has nvidia-smi: the script would run for real")
     done = _gpu_check("--offline", str(_wheelhouse(tmp_path)), "--model", str(tmp_path))
     assert done.returncode == 2 and "no NVIDIA GPU is visible here" in done.stderr
+
+
+def test_the_offline_check_installs_with_target_and_stops_before_cuda_on_a_cpu(tmp_path):
+    """--offline --cpu: the wheels go into a --target folder that the interpreter (here this
+    venv's, as a machine's own python3 would be) sees through PYTHONPATH, each stage under its
+    limit, up to the first stage that needs CUDA, which is printed."""
+    import hashlib
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    wheel = wh / "gpucheckprobe-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("gpucheckprobe/__init__.py", "VALUE = 7\n")
+        z.writestr("gpucheckprobe-1.0.dist-info/METADATA",
+                   "Metadata-Version: 2.1\nName: gpucheckprobe\nVersion: 1.0\n")
+        z.writestr("gpucheckprobe-1.0.dist-info/WHEEL",
+                   "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr("gpucheckprobe-1.0.dist-info/RECORD", "")
+    (wh / "SHA256SUMS").write_text(
+        f"{hashlib.sha256(wheel.read_bytes()).hexdigest()}  ./{wheel.name}\n")
+    done = _gpu_check("--offline", str(wh), "--model", str(tmp_path), "--cpu",
+                      "--python", sys.executable, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for stage in ("python", "install", "imports"):
+        assert f"== {stage} (limit" in done.stdout and f"   {stage}: done in" in done.stdout
+    assert "== hf-zero0: needs CUDA; on a GPU this check would run next" in done.stdout
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "runs/gpu-check/site/gpucheckprobe/__init__.py").is_file()
 
 
 def test_the_offline_wheel_list_pins_the_cpu_installs_versions():

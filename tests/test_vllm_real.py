@@ -218,3 +218,16 @@ def test_two_grpo_steps_through_ray_train_and_zero3_then_an_evaluation(tmp_path)
     assert gaps and max(gaps) < 0.05, steps
     assert log.with_name("seed0.json").is_file()
     assert len(log.with_name("seed0.predictions.jsonl").read_text().splitlines()) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(BUILD.device != "cpu", reason="on a GPU the check runs for real")
+def test_the_gpu_check_rehearses_on_this_cpu_up_to_its_first_cuda_stage():
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for stage in ("python", "assets", "versions", "api", "engine"):
+        assert f"== {stage} (limit" in done.stdout and f"   {stage}: done in" in done.stdout
+    assert "== train: needs CUDA; on a GPU this check would run next" in done.stdout
+    assert "--engine vllm --use-gpu" in done.stdout.replace("\\\n", "")
+    assert (ROOT / "runs/gpu-check/engine.log").is_file()

@@ -3,12 +3,15 @@ batch sizes, and how far each one's sampling log-probs are from the fp32 policy'
 
 Candidates: ``hf`` (transformers ``generate``, fp32: the engine before ``lean``), ``hf-bf16``
 (the same with bf16 weights), ``lean-fp32`` and ``lean`` (the lean engine in fp32 and bf16),
-``vllm`` (GPU). Rows are ``batch / G`` training prompts of the task x G samples (temperature
+``vllm`` (the installed build: CUDA with --use-gpu, or vLLM's CPU build in .venv-vllm). Rows are ``batch / G`` training prompts of the task x G samples (temperature
 1, the policy the run would start from), at most ``--max-response-tokens`` new tokens; every
 candidate and batch size runs once untimed first. Tokens counted are response tokens up to and
 including each row's end-of-turn token. The log-prob gap is the mean |difference| between the
 log-prob an engine drew each token with and the fp32 policy's (a forward of the policy on the
-sampled responses), for engines that report theirs.
+sampled responses), for engines that report theirs. Each candidate's start-up (building it)
+and one weight sync from the fp32 policy (median of the repeats; vLLM's includes its read-back
+and probe) are timed too: a training step pays one sync per generate, so the per-step column
+is the mean generate time plus the sync.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import argparse
 import copy
 import math
 import time
+from types import SimpleNamespace
 
 CANDIDATES = ("hf", "hf-bf16", "lean-fp32", "lean", "vllm")
 
@@ -41,7 +45,8 @@ def build(name: str, model, tokenizer, config, source, device: str):
         r = config.rollout
         return VLLMRollout.build(source, tokenizer, config.seed, config.model.dtype,
                                  r.max_prompt_tokens + r.max_response_tokens,
-                                 r.vllm_gpu_memory, r.vllm_sync_bucket_mb, colocated=False)
+                                 r.vllm_gpu_memory, r.vllm_sync_bucket_mb, colocated=False,
+                                 kv_cache_gb=r.vllm_kv_cache_gb)
     raise ValueError(f"unknown candidate {name!r}; use some of {', '.join(CANDIDATES)}")
 
 
@@ -65,12 +70,14 @@ def render(data: dict) -> str:
 
     rows = data["rows"]
     first = rows[0][0]
-    table = [[*row[:7], "n/a" if math.isnan(row[7]) else f"{row[7]:.4f}"] for row in rows]
+    table = [[*row[:7], "n/a" if math.isnan(row[7]) else f"{row[7]:.4f}", *row[8:]]
+             for row in rows]
     return (f"# {data['label']}\n\n{data['what']}\n\nMachine: "
             f"{report.machine_line(data['machine'])}\n\n"
             + report.markdown_table(["engine", "rows", "tokens", "seconds", "tokens/s",
                                      f"x {first}", "longest response",
-                                     "mean abs log-prob gap to the fp32 policy"], table))
+                                     "mean abs log-prob gap to the fp32 policy", "start-up s",
+                                     "sync s", "generate + sync s"], table))
 
 
 def bench_rollout(args: argparse.Namespace) -> int:
@@ -99,7 +106,11 @@ def bench_rollout(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(source)
     device = "cuda" if config.training.use_gpu else "cpu"
     model = load_model(source, dtype="float32").eval()
-    engines = {name: build(name, model, tokenizer, config, source, device) for name in names}
+    engines, startup = {}, {}
+    for name in names:
+        t0 = time.perf_counter()
+        engines[name] = build(name, model, tokenizer, config, source, device)
+        startup[name] = time.perf_counter() - t0
     model = model.to(device)  # the fp32 policy the log-prob gaps are measured against
     train = load_train(config)
     g, r = config.rollout.group_size, config.rollout
@@ -126,11 +137,19 @@ def bench_rollout(args: argparse.Namespace) -> int:
             rate = tokens / seconds
             gap = sum(gaps) / len(gaps)
             first = first or rate
+            syncs = []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                rollout.sync(SimpleNamespace(module=model))
+                syncs.append(time.perf_counter() - t0)
+            sync = sorted(syncs)[len(syncs) // 2]
             rows.append([name, size, tokens, seconds, rate, rate / first,
-                         out.response_ids.shape[1], gap])
+                         out.response_ids.shape[1], gap, startup[name], sync,
+                         seconds / args.repeats + sync])
             print(f"{name:9s} batch {size:4d}: {tokens:6d} tokens in {seconds:6.1f} s = "
                   f"{rate:8.1f} tokens/s ({rate / first:.2f}x {names[0]}), longest "
-                  f"{out.response_ids.shape[1]}, log-prob gap {gap:.4f}", flush=True)
+                  f"{out.response_ids.shape[1]}, log-prob gap {gap:.4f}, start-up "
+                  f"{startup[name]:.1f} s, sync {sync:.2f} s", flush=True)
     m = {**report.machine(), **meter.stop()}
     what = (f"`bench rollout --candidates {args.candidates} --batch-sizes {args.batch_sizes}`: "
             f"on {device}, {config.task.task} training prompts x G={g}, model "
