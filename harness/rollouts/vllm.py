@@ -216,19 +216,19 @@ def check_lengths(prompt_ids: Sequence[Sequence[int]], max_new_tokens: int, max_
 _WORDS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def checksum(t: torch.Tensor, chunk: int = 1 << 24) -> tuple[int, int]:
+def checksum(t: torch.Tensor) -> tuple[int, int]:
     """Two integers that equal tensors share and different bits almost never do: the sum of the
-    tensor's words (its bits read as integers) and their sum weighted by position (i mod 65521
-    + 1), both in int64 (wrapping alike on every device, and exact: no rounding, no order).
-    Computed where the tensor lies, ``chunk`` elements at a time (no full int64 copy)."""
-    words = t.detach().contiguous().view(-1).view(_WORDS[t.element_size()])
-    plain = weighted = 0
-    for s in range(0, words.numel(), chunk):
-        w = words[s:s + chunk].to(torch.int64)
-        pos = (torch.arange(s, s + w.numel(), device=w.device, dtype=torch.int64) % 65521) + 1
-        plain += int(w.sum())
-        weighted += int((w * pos).sum())
-    return plain, weighted
+    tensor's words (its bits read as integers), and the sums of its rows and of its columns
+    (as a [shape[0], -1] matrix) each weighted by their index + 1, all in int64 (exact: no
+    rounding, no dependence on the order of summation, the same on every device). Computed
+    where the tensor lies, without an int64 copy of it (the reductions widen as they go)."""
+    words = t.detach().contiguous().view(_WORDS[t.element_size()])
+    m = words.view(words.shape[0] if words.dim() > 1 else 1, -1)
+    rows = m.sum(dim=1, dtype=torch.int64)
+    cols = m.sum(dim=0, dtype=torch.int64)
+    weighted = (rows * torch.arange(1, rows.numel() + 1, device=rows.device)).sum() \
+        + (cols * torch.arange(1, cols.numel() + 1, device=cols.device)).sum()
+    return int(rows.sum()), int(weighted)
 
 
 def readable_names(engine_shapes: dict[str, tuple[int, ...]],
