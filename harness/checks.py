@@ -191,6 +191,9 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
                        "(--workers)")
         if r.vllm_sleep_level not in (1, 2):
             out.append(f"vllm_sleep_level is {r.vllm_sleep_level}; use 1 or 2")
+        if r.vllm_kv_cache_gb < 0:
+            out.append(f"vllm_kv_cache_gb is {r.vllm_kv_cache_gb}; use 0 (the build's default) "
+                       "or a size in GB")
         if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:
             out.append("vllm_sync_bucket_mb must be 1 or more, vllm_check_every and "
                        "vllm_sync_tolerance >= 0")

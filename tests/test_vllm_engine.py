@@ -142,6 +142,7 @@ def test_a_cluster_driver_leaves_device_checks_to_the_workers(monkeypatch):
     ({"engine": "sglang"}, "unknown engine 'sglang'"),
     ({"placement_strategy": "RANDOM"}, "unknown placement_strategy 'RANDOM'"),
     ({"engine": "vllm", "vllm_gpu_memory": 1.5}, "vllm_gpu_memory is 1.5"),
+    ({"engine": "vllm", "vllm_kv_cache_gb": -1.0}, "vllm_kv_cache_gb is -1.0"),
     ({"engine": "vllm", "model": "tiny-random"}, "tiny-random is built in memory"),
     ({"cpus_per_worker": -1}, "cpus_per_worker is -1"),
     ({"engine": "vllm", "use_gpu": True, "gpus_per_worker": 0.5}, "one whole GPU per worker"),
@@ -768,3 +769,24 @@ def test_the_offline_wheel_list_pins_the_cpu_installs_versions():
     differ = {k: (v, cpu[k]) for k, v in offline.items() if k in cpu and cpu[k] != v}
     assert not differ, differ
     assert {"deepspeed", "bfcl-eval", "pydantic"} <= set(offline)
+
+
+def test_the_engine_context_holds_the_longest_evaluation_prompt_or_names_it():
+    from harness.data import get_task, load_eval
+    from harness.models import load_tokenizer
+    from harness.trainer import engine_context
+
+    tok = load_tokenizer("smollm2-135m-instruct")
+    c = cfg.resolve("smoke", {"engine": "vllm", "task": "bfcl", "eval_limit": 0})
+    task = get_task(c)
+    longest = max(len(i) for i in vllm.encode_prompts(tok, load_eval(task, c)))
+    r = c.rollout
+    assert longest + r.eval_max_response_tokens > r.max_prompt_tokens + r.max_response_tokens
+    # sized by the evaluation's longest prompt, not the training prompts' limit alone
+    assert engine_context(c, task, tok, "smollm2-135m-instruct") == \
+        longest + r.eval_max_response_tokens
+    too_long = replace(c, rollout=replace(r, eval_max_response_tokens=8192))
+    with pytest.raises(ValueError, match=r"evaluation item .* has a prompt of \d+ tokens; with "
+                                         r"--eval-max-response-tokens 8192 .* past the model's "
+                                         r"context of 8192"):
+        engine_context(too_long, task, tok, "smollm2-135m-instruct")
