@@ -229,5 +229,5 @@ def test_the_gpu_check_rehearses_on_this_cpu_up_to_its_first_cuda_stage():
     for stage in ("python", "assets", "versions", "api", "engine"):
         assert f"== {stage} (limit" in done.stdout and f"   {stage}: done in" in done.stdout
     assert "== train: needs CUDA; on a GPU this check would run next" in done.stdout
-    assert "--engine vllm --use-gpu" in done.stdout.replace("\\\n", "")
+    assert "--engine vllm --use-gpu" in " ".join(done.stdout.split())
     assert (ROOT / "runs/gpu-check/engine.log").is_file()
