@@ -85,3 +85,18 @@ def test_seed_list_runs_exactly_the_seeds_given(capsys):
         assert "--seed-list" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # one way of naming the seeds at a time
         parser.parse_args(["run", "--seeds", "2", "--seed-list", "1"])
+
+
+def test_a_run_whose_benchmark_is_missing_fails_before_ray(monkeypatch, capsys):
+    # the benchmark is first read by the workers after the last training step: a run without
+    # its data must fail in the driver, in seconds, not after the training
+    import ray
+
+    from harness import cli
+
+    started = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(a))
+    rc = cli.main(["run", "--method", "gdpo", "--task", "spider-dev", "--preset", "smoke",
+                   "--results-dir", "/nonexistent/never-written"])
+    assert rc == 2 and started == []
+    assert "spider-dev is read from --data-dir" in capsys.readouterr().err
