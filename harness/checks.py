@@ -100,6 +100,9 @@ def settings_problems(config: RunConfig, world: int | None = None,
     out += model_problems(config, here) + device_problems(config, here)
     if t.save_every < 0 or t.keep_checkpoints < 1 or t.max_failures < 0:
         out.append("save_every and max_failures must be >= 0 (0 = off), keep_checkpoints >= 1")
+    if config.task.eval_limit < 0:
+        out.append(f"eval_limit is {config.task.eval_limit}; use 0 (the whole benchmark) or a "
+                   "number of items")
     if t.eval_every < 0:
         out.append(f"eval_every is {t.eval_every}; use 0 (after training only) or more")
     from harness import tracking

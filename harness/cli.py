@@ -66,6 +66,18 @@ def training_rewards(config: cfg.RunConfig, seeds: list[int]) -> str:
     return "\n".join(out)
 
 
+def seed_count(text: str) -> int:
+    """``--seeds 3`` -> 3 (seeds 0, 1, 2): at least one, or the run would do nothing."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seeds, e.g. 3") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more seeds (--seeds 3 runs "
+                                         "seeds 0, 1, 2)")
+    return n
+
+
 def seed_list(text: str) -> list[int]:
     """``--seed-list 0,2`` -> [0, 2]: non-negative, distinct, in the order given."""
     try:
@@ -230,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train and evaluate seeds; print mean ± std")
     run.add_argument("--preset", default="smoke", help="starting preset (see `list`)")
     which = run.add_mutually_exclusive_group()
-    which.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1")
+    which.add_argument("--seeds", type=seed_count, default=1, help="run seeds 0..N-1")
     which.add_argument("--seed-list", type=seed_list, default=None, metavar="K,K,...",
                        help="run exactly these seeds, e.g. 1,2 (to spread one cell's seeds over "
                             "cores or machines: each stores into the same run folder)")

@@ -100,3 +100,24 @@ def test_a_run_whose_benchmark_is_missing_fails_before_ray(monkeypatch, capsys):
                    "--results-dir", "/nonexistent/never-written"])
     assert rc == 2 and started == []
     assert "spider-dev is read from --data-dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "0"], "give 1 or more seeds"),
+    (["--seeds", "-1"], "give 1 or more seeds"),
+    (["--eval-limit", "-5"], "eval_limit is -5; use 0 (the whole benchmark)"),
+])
+def test_meaningless_values_fail_before_any_work(argv, message, monkeypatch, capsys):
+    import ray
+
+    from harness import cli
+
+    started = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(a))
+    try:
+        rc = cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--preset", "smoke",
+                       "--results-dir", "/nonexistent/never-written", *argv])
+    except SystemExit as exc:  # argparse refuses a bad type with exit status 2
+        rc = exc.code
+    assert rc == 2 and started == []
+    assert message in capsys.readouterr().err
