@@ -379,9 +379,8 @@ def test_a_sync_sends_every_name_shape_and_dtype_and_passes_the_logprob_check(po
 
 
 def test_the_engine_dtype_is_what_is_sent():
-    named = [("w", torch.ones(2, 3, dtype=torch.float32))]
-    out = vllm.engine_tensors(named, torch.bfloat16)
-    assert out[0][1].dtype == torch.bfloat16 and out[0][1].shape == (2, 3)
+    out = vllm.engine_tensor(torch.ones(2, 3, dtype=torch.float32), torch.bfloat16, "cpu")
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 3)
 
 
 def test_weights_lost_across_sleep_and_wake_fail_the_check_loudly(policy):
@@ -494,7 +493,7 @@ def test_generation_on_a_sleeping_engine_and_sleep_without_the_capability_are_re
     rollout, _ = stand_in(policy)
     rollout.sleep()
     with pytest.raises(RuntimeError, match="sleeping"):
-        rollout._generate_ids([[1, 2]], n=1)
+        rollout._generate([[1, 2]], n=1)
     # a build without sleep (the CPU one) declares none, and is never put to sleep
     awake = vllm.VLLMRollout(None, rollout.tokenizer, [2], 1, torch.float32, "cpu",
                              sleep=False)
@@ -600,7 +599,7 @@ def test_level_two_reloads_the_checkpoint_then_the_policys_weights(policy):
     rollout.sleep()  # the stand-in discards its weights (NaN) at level 2
     with pytest.raises(RuntimeError, match="level-2 sleep before a weight sync"):
         rollout.wake_up()
-        rollout._generate_ids([[1, 2]], n=1, max_tokens=1)
+        rollout._generate([[1, 2]], n=1, max_tokens=1)
     rollout.sleep()
     sync(rollout, policy)
     assert llm.calls[-10:] == ["sleep(2)", "empty_cache", "wake_up(weights)",

@@ -29,7 +29,7 @@ from harness.rollouts.base import (Rollout, encode_prompts, eos_token_ids, left_
 from tasks.base import Example
 
 from harness.rollouts.vllm_sync import (  # noqa: F401  (re-exported: one import for users)
-    SyncRecord, buckets, engine_tensors, logprob_gap, check_gap, FIRST_SYNC_LIMIT,
+    SyncRecord, buckets, engine_tensor, logprob_gap, check_gap, FIRST_SYNC_LIMIT,
     first_sync_gap, missing_names, check_complete, model_parameter_names, checksum,
     readable_names, readback_problems, check_readback, tied_modules, head_name)
 from harness.rollouts.vllm_version import (BUILDS, INSTALL_HINT, SUPPORTED,  # noqa: F401
@@ -326,9 +326,6 @@ class VLLMRollout:
         return ids, [[[pos[tok].logprob for pos, tok in zip(c.logprobs, c.token_ids)]
                       for c in o.outputs] for o in outs]
 
-    def _generate_ids(self, prompt_ids: list[list[int]], **sampling) -> list[list[list[int]]]:
-        return self._generate(prompt_ids, **sampling)[0]
-
     def generate(self, examples: Sequence[Example], n: int, max_new_tokens: int,
                  temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                  greedy: bool = False, seed: int | None = None,
@@ -426,7 +423,7 @@ class VLLMRollout:
 
         def send():
             for name, t in pairs:
-                t = t.detach().to(self.dtype).to(self.device).contiguous()
+                t = engine_tensor(t, self.dtype, self.device)
                 record.sent.append((name, tuple(t.shape), t.dtype))
                 if name in watch:
                     record.sums[name] = checksum(t)
@@ -493,8 +490,9 @@ class VLLMRollout:
     def stale(self, named: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
         """The read-back parameters whose engine bits differ from these (name, tensor) pairs
         in the engine's dtype: [] when the engine holds them exactly."""
-        sent = {n: checksum(t.detach().to(self.dtype).to(self.device))
-                for n, t in named if n in set(self.readback or ())}
+        watch = set(self.readback or ())
+        sent = {n: checksum(engine_tensor(t, self.dtype, self.device))
+                for n, t in named if n in watch}
         return readback_problems(sent, self.llm.collective_rpc(_checksums,
                                                                args=(sorted(sent),))[0])
 

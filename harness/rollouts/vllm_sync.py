@@ -48,11 +48,10 @@ def buckets(named: Iterable[tuple[str, torch.nn.Parameter]], max_bytes: int
         yield group
 
 
-def engine_tensors(named: Sequence[tuple[str, torch.Tensor]], dtype: torch.dtype
-                   ) -> list[tuple[str, torch.Tensor]]:
-    """The gathered (name, tensor) pairs as the engine takes them: HF names (vLLM's
-    ``load_weights`` maps them onto its fused layers), the engine's dtype, contiguous."""
-    return [(name, t.detach().to(dtype).contiguous()) for name, t in named]
+def engine_tensor(t: torch.Tensor, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """A gathered tensor as the engine takes it (and as its read-back is compared): the
+    engine's dtype, on its device, contiguous."""
+    return t.detach().to(dtype).to(device).contiguous()
 
 
 def logprob_gap(policy: torch.Tensor, engine: torch.Tensor) -> tuple[float, float]:
