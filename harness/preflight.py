@@ -1,0 +1,180 @@
+"""Everything a command can find wrong before Ray starts or a model loads, listed together.
+
+A run (``run``, ``sft``, each cell of ``reproduce``) and ``score`` call :func:`preflight`: the
+settings (``checks.settings_problems``), options that belong to another method, task family or
+engine, schedules that would do nothing, every output folder (proven writable without writing
+anything), and every data file the command will read (the training set and the benchmark,
+opened and validated). One ``PreflightError`` names every problem with its fix.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+from pathlib import Path
+
+from harness import config as cfg
+
+
+class PreflightError(ValueError):
+    """Problems found before any work; ``problems`` lists them, each with its fix."""
+
+    def __init__(self, problems: list[str], what: str = "these settings cannot run") -> None:
+        self.problems = list(problems)
+        super().__init__(f"{what}:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+def raise_if(problems: list[str], what: str = "these settings cannot run") -> None:
+    if problems:
+        raise PreflightError(problems, what)
+
+
+def folder_problem(path: str | Path, flag: str) -> str | None:
+    """Why the folder ``path`` could not be created or written (None: it can), found without
+    creating or writing anything: the nearest existing ancestor must be a writable folder."""
+    p = Path(path).expanduser().absolute()
+    probe = p
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe == p and not p.is_dir():
+        return f"{flag} {path}: exists and is not a folder; give a folder"
+    if not probe.is_dir():
+        return f"{flag} {path}: {probe} is a file, so the folder cannot be created; give another"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        where = "" if probe == p else f" ({probe} is the nearest existing folder)"
+        return f"{flag} {path}: not writable{where}; give a folder you can write to"
+    return None
+
+
+def file_problem(path: str | Path, flag: str) -> str | None:
+    """Why the file ``path`` could not be written (None: it can)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return f"{flag} {path}: is a folder; give a file name"
+    return folder_problem(p.absolute().parent, flag)
+
+
+def output_problems(config: cfg.RunConfig) -> list[str]:
+    """A run writes its results and its checkpoints (and trackers' files under the results)."""
+    out = [folder_problem(config.results_dir, "--results-dir"),
+           folder_problem(config.checkpoint_dir, "--checkpoint-dir")]
+    return [p for p in out if p]
+
+
+def _changed(config: cfg.RunConfig) -> dict[str, object]:
+    """Fields whose value differs from the preset's (what the user set, by flag or API)."""
+    reference = cfg.resolve(config.preset, {})
+    out = {}
+    for name, (section, _) in cfg.all_fields().items():
+        ours = getattr(getattr(config, section), name) if section else getattr(config, name)
+        theirs = getattr(getattr(reference, section), name) if section else \
+            getattr(reference, name)
+        if ours != theirs:
+            out[name] = ours
+    return out
+
+
+def method_owners() -> dict[str, list[str]]:
+    """Method option name -> the registered methods that read it (CommonOptions: all)."""
+    import methods
+    from methods.base import CommonOptions
+
+    common = {f.name for f in fields(CommonOptions)}
+    out: dict[str, list[str]] = {}
+    for name in methods.METHODS.names():
+        for cls in methods.METHODS.get(name).options:
+            for f in fields(cls):
+                if f.name not in common:
+                    out.setdefault(f.name, []).append(name)
+    return out
+
+
+def foreign_problems(config: cfg.RunConfig, changed: dict | None = None) -> list[str]:
+    """Options set for a method, task family or engine this run does not use: they would do
+    nothing, yet (for the result-changing ones) rename the run's folder, so it never pools
+    with the same run without them."""
+    import methods
+    from harness.rollouts import ENGINES
+    from tasks import TASKS
+    from tasks.registry import FAMILY_OPTIONS
+
+    changed = _changed(config) if changed is None else changed
+    out = []
+    used = {f.name for cls in methods.get(config.method.method).options for f in fields(cls)}
+    for name, owners in method_owners().items():
+        if name in changed and name not in used:
+            out.append(f"--{name.replace('_', '-')} is an option of {', '.join(owners)}, not of "
+                       f"method {config.method.method!r}; drop it (or use one of those methods)")
+    family = TASKS.get(config.task.task).family
+    for fam in FAMILY_OPTIONS.names():
+        if fam == family:
+            continue
+        for f in fields(FAMILY_OPTIONS.get(fam)):
+            if f.name in changed:
+                out.append(f"--{f.name.replace('_', '-')} is an option of the {fam} tasks, not "
+                           f"of {config.task.task!r} ({family}); drop it")
+    engine = config.rollout.engine
+    for name in ENGINES.names():
+        if name == engine:
+            continue
+        for option in ENGINES.get(name).options:
+            if option in changed:
+                out.append(f"--{option.replace('_', '-')} is an option of --engine {name}, not "
+                           f"of --engine {engine}; drop it")
+    return out
+
+
+def schedule_problems(config: cfg.RunConfig) -> list[str]:
+    """Periodic work that would never happen within the run's steps."""
+    t, out = config.training, []
+    for name, every in (("eval_every", t.eval_every), ("save_every", t.save_every)):
+        if t.steps > 0 and every > t.steps:
+            flag = "--" + name.replace("_", "-")
+            out.append(f"{name} ({every}) is larger than steps ({t.steps}): it would never "
+                       f"happen; use {flag} {t.steps} or less (0 = off)")
+    return out
+
+
+def data_problems(config: cfg.RunConfig) -> list[str]:
+    """Open and validate every data file the run reads: the training set and the benchmark
+    (which the workers would first read after the last training step)."""
+    from harness import checks
+    from harness.assets import MissingAssetError
+    from harness.data import get_task, load_eval, load_train
+
+    out: list[str] = []
+    try:
+        train = load_train(config)
+    except (ValueError, FileNotFoundError, MissingAssetError) as exc:
+        out.append(f"training set: {exc}")
+        train = None
+    try:
+        if not load_eval(get_task(config), config):
+            out.append(f"benchmark {config.task.task!r} has no items")
+    except (ValueError, FileNotFoundError, MissingAssetError) as exc:
+        out.append(f"benchmark: {exc}")
+    if train is not None:
+        out += checks.data_problems(config, train)
+    return out + checks.task_problems(config)
+
+
+def run_problems(config: cfg.RunConfig) -> list[str]:
+    """Every problem of a run's settings, options, outputs and data, together."""
+    import methods
+    from harness import checks
+    from harness.data import get_task
+
+    get_task(config)  # unknown task names fail here, with the known ones listed
+    methods.get(config.method.method)  # unknown methods and bad compositions fail here
+    out = checks.settings_problems(config)
+    out += foreign_problems(config) + schedule_problems(config) + output_problems(config)
+    return out + data_problems(config)
+
+
+def preflight(config: cfg.RunConfig) -> None:
+    """Raise ``PreflightError`` naming every problem of this run before any work starts."""
+    from harness.plugins import load_plugins
+
+    load_plugins(config.plugins)
+    raise_if(run_problems(config))
