@@ -18,6 +18,15 @@ def no_ray(monkeypatch):
     return started
 
 
+def _readable() -> int:
+    """What a plain open() would make under this process' umask (0644 under the usual 022)."""
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def run(argv, capsys):
     try:
         rc = cli.main(["run", "--preset", "smoke", *argv])
@@ -172,3 +181,42 @@ def test_score_refuses_another_familys_options(tmp_path, capsys):
     assert cli.main(["score", "--task", "bfcl", "--predictions", str(preds),
                      "--sql-timeout", "3"]) == 2
     assert "--sql-timeout is an option of the sql tasks" in capsys.readouterr().err
+
+
+def test_render_only_never_replaces_a_fuller_render_unless_forced(tmp_path, capsys):
+    import shutil
+    import stat
+
+    out = tmp_path / "out"
+    (out / "tables").mkdir(parents=True)
+    committed = out / "tables" / "table7.md"
+    shutil.copy("results/tables/table7.md", committed)
+    before = committed.read_text()
+    empty = tmp_path / "mistyped"
+    args = ["reproduce", "table7", "--render-only", "--results-dir", str(empty),
+            "--output-dir", str(out)]
+    assert cli.main(args) == 2
+    assert "fewer results (is --results-dir right?)" in capsys.readouterr().err
+    assert committed.read_text() == before
+    assert cli.main([*args, "--force"]) == 0
+    assert committed.read_text() != before and "not run" in committed.read_text()
+    for f in (out / "tables").iterdir():  # readable by others, as any file written here
+        assert stat.S_IMODE(f.stat().st_mode) == _readable(), f
+
+
+def test_reproduce_refuses_an_unwritable_output_dir(tmp_path, capsys):
+    blocker = tmp_path / "f"
+    blocker.write_text("")
+    assert cli.main(["reproduce", "table7", "--render-only", "--output-dir",
+                     str(blocker / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--output-dir" in err and "Traceback" not in err
+
+
+def test_result_files_are_readable_by_others(tmp_path):
+    import stat
+
+    from harness.results import atomic_write_json
+
+    atomic_write_json(tmp_path / "seed0.json", {"a": 1})
+    assert stat.S_IMODE((tmp_path / "seed0.json").stat().st_mode) == _readable()

@@ -69,19 +69,46 @@ def code_versions(plan: Plan) -> str:
 
 
 def execute(plan: Plan) -> None:
-    from harness.launch import validate, run_seeds
+    """Every run to do passes the preflight before the first one starts (a problem of the last
+    cell must not wait for hours of the first), then each runs."""
+    from harness.launch import run_seeds
+    from harness.plugins import load_plugins
+    from harness.preflight import raise_if, run_problems
 
-    for job in plan.jobs:
-        if job.blocked or not job.missing:
-            continue
-        validate(job.config)
+    todo = [job for job in plan.jobs if not job.blocked and job.missing]
+    problems: list[str] = []
+    for job in todo:
+        load_plugins(job.config.plugins)
+        problems += [p for p in run_problems(job.config) if p not in problems]
+    raise_if(problems)
+    for job in todo:
         run_seeds(job.config, list(job.missing))
 
 
-def write_table(name: str, grids: list, out_dir: Path, header: str = "") -> Path:
+def not_run_cells(text: str) -> int:
+    return text.count("not run")
+
+
+def guard_render(path: Path, new_text: str, force: bool) -> None:
+    """A render of what is stored must not replace a committed one that shows more (a mistyped
+    --results-dir renders every cell as 'not run')."""
+    if force or not path.is_file():
+        return
+    old, new = not_run_cells(path.read_text(encoding="utf-8")), not_run_cells(new_text)
+    if new > old:
+        raise ValueError(f"{path} shows {old} 'not run' cell(s), this render would show {new}: "
+                         "it has fewer results (is --results-dir right?); --force replaces it, "
+                         "--output-dir renders elsewhere")
+
+
+def write_table(name: str, grids: list, out_dir: Path, header: str = "",
+                guard: bool = False, force: bool = False) -> Path:
+    """``guard``: refuse to replace a render that shows more results (see guard_render)."""
     from harness.results import atomic_write_text
 
     md = "\n".join(([header, ""] if header else []) + [render.markdown(g) for g in grids])
+    if guard:
+        guard_render(out_dir / f"{name}.md", md, force)
     atomic_write_text(out_dir / f"{name}.md", md)
     atomic_write_text(out_dir / f"{name}.csv", render.csv_rows(grids))
     atomic_write_text(out_dir / f"{name}.tex", "\n".join(render.latex(g) for g in grids))
@@ -92,8 +119,13 @@ def write_table(name: str, grids: list, out_dir: Path, header: str = "") -> Path
 def reproduce_one(name: str, args: argparse.Namespace) -> int:
     from harness.results import atomic_write_text
 
+    from harness.preflight import folder_problem, raise_if
+
     spec = specs.get(name)
     tables_dir, figures_dir = Path(args.output_dir) / "tables", Path(args.output_dir) / "figures"
+    if not args.dry_run:
+        raise_if([p for p in (folder_problem(d, "--output-dir") for d in
+                              (tables_dir, figures_dir)) if p], "cannot write the renders")
     if spec.kind == "methods":
         print(f"wrote {write_table(name, [tables.methods_grid(spec)], tables_dir, spec.caption)}")
         return 0
@@ -126,8 +158,15 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     if spec.kind in ("benchmark", "localisation"):
         grids = (tables.benchmark_grids(plan, args.reference) if spec.kind == "benchmark"
                  else tables.localisation_grids(plan))
-        print(f"wrote {write_table(name, grids, tables_dir, header)}")
+        written = write_table(name, grids, tables_dir, header, guard=args.render_only,
+                              force=args.force)
+        print(f"wrote {written}")
         return 0
+    if args.render_only and not args.force and not any(j.stored for j in plan.jobs) and \
+            (figures_dir / f"{name}.md").is_file():
+        raise ValueError(f"no stored seed for {name} under --results-dir {args.results_dir}: "
+                         f"rendering would replace {figures_dir / name}.* with empty figures; "
+                         "--force replaces them, --output-dir renders elsewhere")
     make = {"curves": figures.curves, "diagnostics": figures.diagnostics,
             "explain": figures.explained}[spec.kind]
     files, summary = (make(plan, figures_dir, args.reference) if spec.kind == "curves"
@@ -180,6 +219,9 @@ def add_parser(sub) -> None:
                    help="the row every other is compared against (paired difference, 95 %% "
                         "interval, probability of improvement, seeds for 80 %% power); "
                         "default: the spec's, GDPO")
+    p.add_argument("--force", action="store_true",
+                   help="with --render-only: replace a render even when the new one shows "
+                        "fewer results")
     p.add_argument("--rerun-stale", action="store_true",
                    help="rerun stored seeds made by other code than this tree's (with "
                         "--dry-run: list them)")
