@@ -459,3 +459,34 @@ def test_table4_gives_an_interval_over_seeds_where_two_have_enough_instances(tmp
     # pooled: dist 35.0 %, tok 4.0 %, ratio 8.75; per seed 8 and 10: mean 9, se 1,
     # t(0.975, 1) = 12.706 -> [-3.7, 21.7]
     assert "| Title | 35.0 | 4.0 | 8.8 [-3.7, 21.7] | 10 |" in md
+
+
+def test_compare_refuses_runs_that_differ_in_more_than_the_method(tmp_path, capsys):
+    plan = table3_plan(tmp_path)
+    jobs = {j.row.label: j for j in plan.jobs}
+    metrics = {"non_live_overall": 10.0, "live_overall": 0.0, "format_rate": 1.0}
+    store(jobs["GDPO"], 0, metrics)
+    other = dataclasses.replace(jobs["MRTPO"].seed_config(0), training=dataclasses.replace(
+        jobs["MRTPO"].config.training, steps=3), task=dataclasses.replace(
+        jobs["MRTPO"].config.task, eval_limit=300))
+    store(jobs["MRTPO"], 0, metrics, config=other)
+    folders = [str(result_path(jobs[k].config).parent) for k in ("MRTPO", "GDPO")]
+    assert cli.main(["compare", *folders]) == 2
+    err = capsys.readouterr().err
+    assert "differ in more than the method" in err
+    assert "steps: mrtpo/smoke-learn-30 3, gdpo/smoke-learn-30 30" in err
+    assert "eval_limit: mrtpo/smoke-learn-30 300" in err
+    assert cli.main(["compare", *folders, "--allow-different", "steps"]) == 2
+    assert "steps:" not in capsys.readouterr().err
+    assert cli.main(["compare", *folders, "--allow-different", "steps,eval-limit"]) == 0
+
+
+def test_compare_refuses_an_unknown_metric(tmp_path, capsys):
+    plan = table3_plan(tmp_path)
+    jobs = {j.row.label: j for j in plan.jobs}
+    store(jobs["GDPO"], 0, {"non_live_overall": 10.0, "format_rate": 1.0})
+    folder = str(result_path(jobs["GDPO"].config).parent)
+    assert cli.main(["compare", folder, "--metrics", "format_rate,non_live_overal"]) == 2
+    err = capsys.readouterr().err
+    assert "--metrics non_live_overal: not stored" in err and "non_live_overall" in err
+    assert cli.main(["compare", folder, "--metrics", "format_rate"]) == 0

@@ -46,6 +46,54 @@ def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[s
     return task, cells
 
 
+def flat_settings(config: dict) -> dict[str, object]:
+    """A stored config as field -> value (sections flattened; names are unique across them)."""
+    out: dict[str, object] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def compared_fields() -> set[str]:
+    """What a comparison is about: the method and its options (the method section)."""
+    from dataclasses import fields
+
+    from harness import config as cfg
+
+    return {f.name for f in fields(cfg.MethodConfig)}
+
+
+def setting_differences(folders: list[Path]) -> dict[str, list]:
+    """Result-changing fields whose values differ between the runs (each run's first seed),
+    the method and its options aside: field -> the runs' values, in order."""
+    from harness import config as cfg
+    from harness.results import load_result
+
+    known = cfg.all_fields()
+    aside = compared_fields() | {"seed", "preset"}
+    flats = [flat_settings(load_result(next(iter(seed_files(f).values())))["config"])
+             for f in folders]
+    out: dict[str, list] = {}
+    for name in sorted(set().union(*flats)):
+        if name in aside or (name in known and not known[name][1].metadata.get("identity",
+                                                                                  True)):
+            continue
+        values = [flat.get(name) for flat in flats]
+        if any(v != values[0] for v in values[1:]):
+            out[name] = values
+    return out
+
+
+def comparable_problems(folders: list[Path], allowed: set[str]) -> list[str]:
+    """Runs are compared only where they differ in what is being compared (the method)."""
+    diff = {k: v for k, v in setting_differences(folders).items() if k not in allowed}
+    return [f"{name}: " + ", ".join(f"{label(f)} {v!r}" for f, v in zip(folders, values))
+            for name, values in diff.items()]
+
+
 def label(folder: Path) -> str:
     parts = folder.resolve().parts
     return "/".join(parts[-3:-2] + parts[-1:])  # method/setting
@@ -75,7 +123,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"these runs evaluate different tasks ({sorted(tasks)}); compare runs "
                          "of one task")
     task = TASKS.get(tasks.pop())
-    headline = list(args.metrics.split(",")) if args.metrics else list(task.headline)
+    allowed = {a.replace("-", "_") for item in args.allow_different for a in item.split(",")}
+    problems = comparable_problems(folders, allowed)
+    if problems:
+        raise ValueError("these runs differ in more than the method, so their difference is not "
+                         "the method's:\n" + "\n".join(f"  - {p}" for p in problems)
+                         + "\n  (--allow-different FIELD compares them anyway)")
+    available = sorted({m for _, c in runs for m in c})
+    if args.metrics:
+        headline = [m.strip() for m in args.metrics.split(",") if m.strip()]
+        unknown = [m for m in headline if m not in available]
+        if unknown:
+            raise ValueError(f"--metrics {', '.join(unknown)}: not stored by these runs; they "
+                             f"have {', '.join(available)}")
+    else:
+        headline = list(task.headline)
     columns = [m for m in headline if any(m in c for _, c in runs)] + [TIME_COLUMN]
     higher = [m != TIME_COLUMN and task.higher_is_better(m) for m in columns]
     grid = render.Grid(f"{task.name}: mean ± sample std over seeds (n = seeds)", "run",
@@ -106,4 +168,8 @@ def add_parser(sub) -> None:
                         "run, else the first)")
     p.add_argument("--allow-mixed-code", action="store_true",
                    help="pool a folder's seeds even when different code made them (footnoted)")
+    p.add_argument("--allow-different", action="append", default=[], metavar="FIELD",
+                   help="compare runs whose settings differ in this field too (repeatable or "
+                        "comma-separated, e.g. steps,eval_limit); by default runs must differ "
+                        "only in the method and its options")
     p.set_defaults(handler=cmd_compare)
