@@ -5,13 +5,16 @@ the final evaluation, the resolved config as hyperparameters and the code's prov
 training workers, beside the seed's result:
 
 - tensorboard: ``<run folder>/tensorboard/seed<k>/`` (``torch.utils.tensorboard``; a resumed
-  seed purges the steps after its checkpoint, so a killed run's extra steps do not linger);
+  seed purges the steps after its checkpoint, so a killed run's extra steps do not linger; a
+  seed that starts again from step 0 starts its folder afresh);
 - mlflow: experiment ``<task>/<method>/<model>/<setting>``, run ``seed<k>``, in
   ``--mlflow-tracking-uri``, else MLflow's own ``MLFLOW_TRACKING_URI``, else
   ``sqlite:///<run folder>/mlflow.db`` (MLflow 3's local store: its file store is in
-  maintenance mode and refuses to start by default); a resumed seed continues its run;
+  maintenance mode and refuses to start by default); a resumed seed continues its run, one
+  started again from step 0 is a new run (a dead attempt's is marked KILLED);
 - wandb: ``<run folder>/wandb/``, offline unless the machine is logged in (then online, to the
-  logged-in entity), project ``rl-harness``, run id fixed per seed so a resume continues it.
+  logged-in entity), project ``rl-harness``, one run id per attempt of a seed (kept in
+  ``wandb/seed<k>.run-id``) so a resume continues it and a start from step 0 begins a new run.
 
 The libraries are optional extras (``pip install -e '.[tensorboard]'`` etc.; the CPU setup
 installs tensorboard and mlflow); naming one that is not installed fails before Ray starts.
@@ -22,6 +25,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Protocol
@@ -89,9 +93,13 @@ class TensorBoard:
     def __init__(self, folder: Path, seed: int, hparams: dict, tags: dict, start_step: int):
         from torch.utils.tensorboard import SummaryWriter
 
+        logdir = folder / "tensorboard" / f"seed{seed}"
+        if not start_step and logdir.is_dir():
+            # the seed starts again from step 0 (a rerun after a failure, --force): an earlier
+            # attempt's event file would show as the same run, its steps mixed with these
+            shutil.rmtree(logdir)
         # purge_step: events at or after it from a killed run's file are dropped on resume
-        self.writer = SummaryWriter(str(folder / "tensorboard" / f"seed{seed}"),
-                                    purge_step=start_step + 1 if start_step else None)
+        self.writer = SummaryWriter(str(logdir), purge_step=start_step + 1 if start_step else None)
         if not start_step:
             self.writer.add_text("config", "\n".join(f"    {k} = {v}"
                                                      for k, v in sorted(hparams.items())))
@@ -109,7 +117,7 @@ class TensorBoard:
 
 class MLflow:
     def __init__(self, folder: Path, experiment: str, seed: int, hparams: dict, tags: dict,
-                 tracking_uri: str):
+                 tracking_uri: str, start_step: int = 0):
         from mlflow.tracking import MlflowClient
 
         uri = (tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
@@ -121,9 +129,11 @@ class MLflow:
         found = self.client.search_runs([exp_id], f"tags.mlflow.runName = '{name}' and "
                                                   f"tags.fingerprint = '{tags['fingerprint']}'",
                                         max_results=1, order_by=["attributes.start_time DESC"])
-        if found and found[0].info.status != "FINISHED":  # a resume continues its run
-            self.run_id = found[0].info.run_id
+        if found and found[0].info.status != "FINISHED" and start_step:
+            self.run_id = found[0].info.run_id  # a resume continues its run
         else:
+            if found and found[0].info.status == "RUNNING":  # an attempt that died: closed
+                self.client.set_terminated(found[0].info.run_id, status="KILLED")
             self.run_id = self.client.create_run(exp_id, run_name=name, tags=tags).info.run_id
             # MLflow caps a parameter value at 6000 characters
             for k, v in hparams.items():
@@ -155,13 +165,20 @@ def wandb_logged_in() -> bool:
 
 
 class Wandb:
-    def __init__(self, folder: Path, experiment: str, seed: int, hparams: dict, tags: dict):
+    def __init__(self, folder: Path, experiment: str, seed: int, hparams: dict, tags: dict,
+                 start_step: int = 0):
         import wandb
 
         logged_in = wandb_logged_in()
-        # one id per seed of a setting and code version: a resume continues the same run
-        run_id = hashlib.sha256(f"{experiment}/seed{seed}/{tags['fingerprint']}".encode()
-                                ).hexdigest()[:16]
+        # one id per attempt of a seed (setting and code version in it): a resume continues
+        # the attempt's run, a start from step 0 begins a new one
+        id_file = folder / "wandb" / f"seed{seed}.run-id"
+        run_id = id_file.read_text().strip() if start_step and id_file.is_file() else ""
+        if not run_id:
+            run_id = hashlib.sha256(f"{experiment}/seed{seed}/{tags['fingerprint']}/"
+                                    f"{time.time_ns()}".encode()).hexdigest()[:16]
+            id_file.parent.mkdir(parents=True, exist_ok=True)
+            id_file.write_text(run_id + "\n")
         self.run = wandb.init(project=WANDB_PROJECT, name=f"{experiment}/seed{seed}",
                               id=run_id, resume="allow", dir=str(folder),
                               mode=None if logged_in else "offline",
@@ -192,9 +209,10 @@ class Trackers:
                 self.backends.append(TensorBoard(folder, config.seed, hparams, tags, start_step))
             elif name == "mlflow":
                 self.backends.append(MLflow(folder, experiment, config.seed, hparams, tags,
-                                            config.training.mlflow_tracking_uri))
+                                            config.training.mlflow_tracking_uri, start_step))
             else:
-                self.backends.append(Wandb(folder, experiment, config.seed, hparams, tags))
+                self.backends.append(Wandb(folder, experiment, config.seed, hparams, tags,
+                                           start_step))
 
     def log(self, row: dict, step: int) -> None:
         metrics = scalars(row)

@@ -130,3 +130,30 @@ def test_figure_curves_read_the_evaluations_during_training():
     assert [m for m, _ in stats] == [15.0, 40.0, 70.0]
     assert [round(sd, 4) for _, sd in stats] == [7.0711, 14.1421, 14.1421]
     assert figures.over_training([[{"step": 1}]], "acc", [1.0], 1) is None  # final bars only
+
+
+def test_a_seed_started_again_from_step_0_starts_its_tracker_folders_afresh(tmp_path):
+    # a rerun after a failure must not show both attempts as one TensorBoard run
+    from harness.config import resolve
+
+    config = resolve("smoke", {**TINY, "report_to": "tensorboard,mlflow"})
+    prov = {"commit": "c", "dirty": False, "fingerprint": "f"}
+    logdir = tmp_path / "tensorboard" / "seed0"
+    first = tracking.Trackers(config, tmp_path, "exp", prov)
+    first.log({"reward/a": 1.0}, 1)  # the attempt dies here: never closed
+    assert len(list(logdir.glob("events.*"))) == 1
+    second = tracking.Trackers(config, tmp_path, "exp", prov)
+    second.log({"reward/a": 2.0}, 1)
+    second.close()
+    assert len(list(logdir.glob("events.*"))) == 1  # the first attempt's file is gone
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("exp")
+    runs = client.search_runs([exp.experiment_id])
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "KILLED"]
+    # a resume (from a checkpoint) keeps the folder and continues
+    third = tracking.Trackers(config, tmp_path, "exp", prov, start_step=1)
+    third.log({"reward/a": 3.0}, 2)
+    third.close()
+    assert len(list(logdir.glob("events.*"))) == 2
