@@ -8,7 +8,7 @@ plugin file registers its own the same way (``--plugin my_method.py``). Function
 """
 from __future__ import annotations
 
-import torch
+from common.lazy import lazy
 
 from methods.base import AdvantageOutput, CommonOptions, LossTerm, Method, Parts, Pass, PassContext
 from methods.batch import RolloutBatch
@@ -18,6 +18,8 @@ from methods.registry import METHODS, add, get, option_classes, options_class
 # the built-in methods, in the order Table 8 lists them
 from methods import grpo, gdpo, saw, dara, dvao, sa_mrpo, gd2po, mrtpo, cort, opsd  # noqa: E402,F401
 from methods import verpo  # noqa: E402,F401
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 def options(**values):

@@ -24,10 +24,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-import torch
+from common.lazy import lazy
 
 from common.options import merged_dataclass, values_of
 from methods.stats import CONVENTIONS, Conventions
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
+
+
+def no_grad(fn: Callable) -> Callable:
+    """``torch.no_grad()`` as a decorator that does not import torch when the module loads."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def option(default: Any, help: str, **kwargs) -> Any:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-import torch
+from common.lazy import lazy
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 @dataclass(frozen=True)

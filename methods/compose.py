@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-import torch
+from common.lazy import lazy
 
 from common.registry import Registry
 from methods.base import AdvantageOutput, Method, Parts
 from methods.batch import RolloutBatch
 from methods.stats import broadcast, group_normalise, whiten
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 @dataclass(frozen=True)

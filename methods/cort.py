@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from common.lazy import lazy
 
-from methods.base import Pass, PassContext, chunk_option, option
+from methods.base import Pass, PassContext, chunk_option, no_grad, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import replay_messages
 from methods.registry import add
 from methods.tokens import token_logprobs_from_hidden
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 PASS = "counterfactual"  # [N, 1, T] the log-likelihood contrast
 MAPS = ("clip", "sigmoid")
@@ -85,7 +87,7 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
     return w * norm.per_response[:, None], {"cort/ramp": ramp}
 
 
-@torch.no_grad()
+@no_grad
 def contrast(ctx: PassContext, options) -> torch.Tensor:
     """[n, 1, T] per-token log-likelihood contrast, zero on masked tokens."""
     head = ctx.head()

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from common.lazy import lazy
 
 from methods.base import option
 from methods.batch import RolloutBatch
 from methods.compose import WEIGHTINGS, Weights
 from methods.registry import add
 from methods.stats import group_index
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 @dataclass(frozen=True)

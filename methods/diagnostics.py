@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-import torch
+from common.lazy import lazy
 
 from tasks.base import Example
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 TOP = (0.01, 0.05, 0.10)
 

@@ -8,12 +8,14 @@ counts the rewards present in the group.
 """
 from __future__ import annotations
 
-import torch
+from common.lazy import lazy
 
 from methods.batch import RolloutBatch
 from methods.compose import WEIGHTINGS, Weights
 from methods.registry import add
 from methods.stats import group_index, nan_std
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 def dvao(batch: RolloutBatch, adv: torch.Tensor, options) -> Weights:

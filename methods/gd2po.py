@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-import torch
+from common.lazy import lazy
 
 from methods.base import option
 from methods.compose import FILTERS
 from methods.registry import add
 from methods.stats import group_index
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 @dataclass(frozen=True)

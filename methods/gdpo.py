@@ -10,11 +10,13 @@ Read: Liu et al. 2026 (arXiv 2601.05242), NVlabs/GDPO (verl and TRL forks), TRL
 """
 from __future__ import annotations
 
-import torch
+from common.lazy import lazy
 
 from methods.batch import RolloutBatch
 from methods.compose import FILTERS, NORMALISERS, Normalised, Weights, has_reward
 from methods.registry import add
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 def normalise(batch: RolloutBatch, adv: torch.Tensor, w: Weights | None, filter_name,

@@ -6,12 +6,14 @@ Read: Shao et al. 2024; verl ``compute_grpo_outcome_advantage``.
 """
 from __future__ import annotations
 
-import torch
+from common.lazy import lazy
 
 from methods.batch import RolloutBatch
 from methods.compose import NORMALISERS, Normalised, Weights, has_reward
 from methods.registry import add
 from methods.stats import group_normalise
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 def normalise(batch: RolloutBatch, adv: torch.Tensor, w: Weights | None, filter_name,

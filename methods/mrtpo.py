@@ -16,15 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
+from common.lazy import lazy
 
-from methods.base import Pass, PassContext, chunk_option, option
+from methods.base import Pass, PassContext, chunk_option, no_grad, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import known_rewards, replay_messages
 from methods.diagnostics import batch_records, summarise
 from methods.registry import add
 from methods.tokens import js_distances
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 MODES = ("loo", "single", "joint")
 PASS = "replay"  # [N, K, T] raw replay distances d_k
@@ -124,7 +126,7 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
     return torch.einsum("nkt,nk->nt", w, norm.contrib), metrics
 
 
-@torch.no_grad()
+@no_grad
 def relevance(ctx: PassContext, options) -> torch.Tensor:
     """Raw per-token replay distances ``d [n, K, T]`` (zero on masked tokens): K + 1 context
     passes per slice of responses (2 for ``joint``). A (response, reward) pair without

@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
+from common.lazy import lazy
 
-from methods.base import LossTerm, PassContext, chunk_option, option
+from methods.base import LossTerm, PassContext, chunk_option, no_grad, option
 from methods.contexts import known_rewards, replay_messages
 from methods.registry import add
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 TEACHERS = ("initial", "current")
 
@@ -71,7 +73,7 @@ def generalised_jsd(student_logits: torch.Tensor, teacher_hidden: torch.Tensor, 
     return torch.cat(out, dim=1)
 
 
-@torch.no_grad()
+@no_grad
 def teacher_states(ctx: PassContext, options) -> torch.Tensor:
     """[n, T, H] the teacher's final hidden states on the responses, its prompt holding every
     verifier text (the privileged reference included)."""

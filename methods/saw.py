@@ -7,12 +7,14 @@ present in the batch; an absent reward keeps lambda 1.
 """
 from __future__ import annotations
 
-import torch
+from common.lazy import lazy
 
 from methods.batch import RolloutBatch
 from methods.compose import WEIGHTINGS, Weights
 from methods.registry import add
 from methods.stats import nan_mean, nan_std
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 _EPS = 1e-8
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional, Sequence
 
-import torch
+from common.lazy import lazy
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 def js_distance(h_p: torch.Tensor, h_q: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor],

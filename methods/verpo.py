@@ -30,12 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from common.lazy import lazy
 
-from methods.base import Pass, PassContext, chunk_option, option
+from methods.base import Pass, PassContext, chunk_option, no_grad, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.registry import add
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 PASS = "evidence"  # [N, 3, T]: alignment g_t, Fisher cost C_t, evidence available (0/1)
 TEACHERS = ("policy", "initial")
@@ -140,7 +142,7 @@ def geometry(p: torch.Tensor, q0: torch.Tensor, q_pos: torch.Tensor, q_neg: torc
     return g, inner(d_fec, d_fec).clamp(min=0.0)
 
 
-@torch.no_grad()
+@no_grad
 def evidence(ctx: PassContext, options) -> torch.Tensor:
     """[n, 3, T]: alignment, cost and availability per response token (zeros for responses
     without evidence)."""

@@ -135,3 +135,28 @@ def test_meaningless_values_fail_before_any_work(argv, message, monkeypatch, cap
         rc = exc.code
     assert rc == 2 and started == []
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["list"], ["compare"]])
+def test_help_list_and_compare_do_not_import_torch(argv, tmp_path):
+    # they build every method's options and read JSON: torch would cost them seconds
+    import subprocess
+    import sys
+
+    if argv == ["compare"]:
+        from harness.results import atomic_write_json
+
+        for method in ("gdpo", "mrtpo"):
+            folder = tmp_path / "bfcl" / method / "m" / "smoke"
+            atomic_write_json(folder / "seed0.json", {
+                "task": "bfcl", "method": method, "model": "m", "seed": 0,
+                "metrics": {"format_rate": 1.0}, "num_eval_items": 20, "train": {},
+                "wall_seconds": 1.0, "versions": {}, "git_commit": "test",
+                "config": resolve("smoke", {"method": method}).to_dict()})
+            argv = [*argv, str(folder)]
+    code = ("import sys\nfrom harness import cli\ntry:\n    rc = cli.main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            "heavy = [m for m in ('torch', 'transformers', 'ray', 'scipy.stats') "
+            "if m in sys.modules]\nassert rc == 0 and not heavy, (rc, heavy)\n")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

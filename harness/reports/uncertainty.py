@@ -4,14 +4,15 @@ For one metric, a row (method) is compared with the reference row (GDPO unless t
 seeds both have, seed by seed (same seed = same prompts, same initial sampling):
 
 - the paired difference ``a - ref`` per seed, its mean and a 95 % Student-t interval
-  (``scipy.stats.ttest_1samp``); a difference whose interval covers 0 is *undecided*;
+  (``scipy.stats.ttest_1samp``'s interval, from ``scipy.special``: importing ``scipy.stats``
+  alone takes ~1 s of ``compare``); a difference whose interval covers 0 is *undecided*;
 - the probability of improvement, as rliable defines it (Agarwal et al. 2021): over every pair
   of a row's seed and a reference seed, P(row better) + 1/2 P(tie), i.e. the Mann-Whitney U
-  statistic over n * m (``scipy.stats.mannwhitneyu``); "better" follows the metric's
+  statistic over n * m (``scipy.stats.mannwhitneyu``'s U, counted directly); "better" follows the metric's
   direction;
 - how many seeds a paired t-test (two-sided, alpha 0.05) would need to resolve the observed
   mean difference at 80 % power given the observed spread of the differences (noncentral t,
-  ``scipy.stats.nct``).
+  ``scipy.special.nctdtr``, as ``scipy.stats.nct``).
 
 rliable itself is not used: its release pins an old ``arch`` and ships as a source archive
 only; its per-task probability of improvement is the same U / (n m) computed here.
@@ -83,10 +84,12 @@ def t_interval(diffs: Sequence[float], level: float = LEVEL) -> tuple[float, flo
     mean = sum(diffs) / len(diffs)
     if max(diffs) - min(diffs) <= 1e-12:  # no spread: scipy warns and returns the same
         return mean, mean
-    from scipy import stats
+    from scipy.special import stdtrit  # scipy.stats' t quantile; special alone loads ~3x faster
 
-    ci = stats.ttest_1samp(list(diffs), 0.0).confidence_interval(level)
-    return float(ci.low), float(ci.high)
+    n = len(diffs)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = float(stdtrit(n - 1, 0.5 + level / 2)) * sd / math.sqrt(n)
+    return mean - half, mean + half
 
 
 def probability_of_improvement(x: Sequence[float], y: Sequence[float],
@@ -94,25 +97,26 @@ def probability_of_improvement(x: Sequence[float], y: Sequence[float],
     """P(X better than Y) + 1/2 P(X = Y) over all pairs of ``x`` and ``y`` values."""
     if not x or not y:
         return math.nan
-    from scipy import stats
-
     a, b = (list(x), list(y)) if higher else (list(y), list(x))
-    with warnings.catch_warnings():  # all-equal samples: U is still defined
-        warnings.simplefilter("ignore", RuntimeWarning)
-        u = stats.mannwhitneyu(a, b, alternative="two-sided").statistic
+    # the Mann-Whitney U statistic of a over b: pairs won, ties counted half
+    u = sum((p > q) + 0.5 * (p == q) for p in a for q in b)
     return float(u) / (len(x) * len(y))
 
 
 def power(n: int, mean: float, sd: float, alpha: float = ALPHA) -> float:
     """Power of the two-sided paired t-test with ``n`` seeds at this mean and spread."""
-    from scipy import stats
+    from scipy.special import nctdtr, stdtrit  # scipy.stats' t and nct, without its import
 
     df = n - 1
-    crit = stats.t.ppf(1 - alpha / 2, df)
+    crit = float(stdtrit(df, 1 - alpha / 2))
     nc = mean / sd * math.sqrt(n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        out = float(stats.nct.sf(crit, df, abs(nc)) + stats.nct.cdf(-crit, df, abs(nc)))
+        upper = float(1 - nctdtr(df, abs(nc), crit))
+        lower = float(nctdtr(df, abs(nc), -crit))
+    # far in its tail nctdtr gives NaN where the probability is ~0: one NaN tail is dropped
+    out = (upper if math.isnan(lower) else lower if math.isnan(upper) else upper + lower) \
+        if not (math.isnan(upper) and math.isnan(lower)) else math.nan
     if math.isnan(out):  # scipy's noncentral t gives NaN far in the tail: power is ~1 there
         return 1.0 if abs(nc) > crit else 0.0
     return out
