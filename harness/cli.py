@@ -12,7 +12,32 @@ from pathlib import Path
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-from harness.flags import _FAMILY_OPTIONS, add_config_flags, overrides_from  # noqa: F401
+from harness.flags import (_FAMILY_OPTIONS, WHAT, add_config_flags,  # noqa: F401
+                           overrides_from, unknown_flag_hint)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with errors as one line and a pointer to ``--help`` (not the whole usage)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"error: {message} (`{self.prog} --help` lists the flags)\n")
+
+
+def formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, max_help_position=34, width=100)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError, version as installed
+
+    from harness import provenance
+
+    try:
+        number = installed("mrtpo-harness")
+    except PackageNotFoundError:
+        number = "not installed"
+    commit, dirty = provenance.commit_state()
+    return f"mrtpo-harness {number} (commit {commit[:12]}{'-dirty' if dirty else ''})"
 
 
 def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
@@ -97,9 +122,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.launch import absolute, pending_seeds, run_seeds, validate
     from harness.results import result_path
 
-    config = absolute(cfg.resolve(args.preset, overrides_from(args)))
-    validate(config)
+    overrides = overrides_from(args)
+    missing = [f"--{k}" for k in ("method", "task") if k not in overrides]
+    if missing:
+        print(f"error: say what to run: {' and '.join(missing)} (e.g. `python -m harness run "
+              "--method gdpo --task bfcl`; `python -m harness list` shows the names, --dry-run "
+              "the resolved settings without running)", file=sys.stderr)
+        return 2
+    config = absolute(cfg.resolve(args.preset, overrides))
     seeds = args.seed_list if args.seed_list is not None else list(range(args.seeds))
+    if args.dry_run:
+        from harness.dryrun import dry_run
+
+        return dry_run(config, seeds, args.force)
+    validate(config)
     todo = pending_seeds(config, seeds, args.force)
     for s in seeds:
         if s not in todo:
@@ -127,6 +163,10 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
     config = cfg.resolve(args.preset, {**overrides_from(args), "warm_start": True})
     config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
+    if args.dry_run:
+        from harness.dryrun import dry_run
+
+        return dry_run(config, [], False, warm_start_only=True)
     validate(config)
     path = cache.warm_start_folder(config)
     if cache.is_complete(path) and args.force:
@@ -277,30 +317,50 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="train and evaluate seeds; print mean ± std")
-    run.add_argument("--preset", default="smoke", help="starting preset (see `list`)")
-    which = run.add_mutually_exclusive_group()
-    which.add_argument("--seeds", type=seed_count, default=1, help="run seeds 0..N-1")
+    parser = Parser(prog="python -m harness", description=__doc__, formatter_class=formatter)
+    parser.add_argument("--version", action="store_true",
+                        help="the installed version and the checkout's commit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="train and evaluate seeds; print mean ± std",
+                         formatter_class=formatter,
+                         usage="python -m harness run --method NAME --task NAME [options]",
+                         description="Train and evaluate seeds of one setting, then print "
+                                     "their mean ± std. Values in [brackets] are the default "
+                                     "preset's (smoke); another --preset changes them.")
+    groups = add_config_flags(run, preset="smoke", required=("method", "task"))
+    what = groups[WHAT]
+    what.add_argument("--preset", default="smoke", help="starting preset (see `list`) [smoke]")
+    which = what.add_mutually_exclusive_group()
+    which.add_argument("--seeds", type=seed_count, default=1, metavar="N",
+                       help="run seeds 0..N-1 [1]")
     which.add_argument("--seed-list", type=seed_list, default=None, metavar="K,K,...",
                        help="run exactly these seeds, e.g. 1,2 (to spread one cell's seeds over "
                             "cores or machines: each stores into the same run folder)")
-    run.add_argument("--force", action="store_true", help="rerun seeds already stored")
-    add_config_flags(run)
+    what.add_argument("--force", action="store_true", help="rerun seeds already stored")
+    what.add_argument("--dry-run", action="store_true",
+                      help="print the resolved settings, the seeds and folders it would write, "
+                           "the checks' verdict and a time estimate; start nothing")
     sft = sub.add_parser("sft", help="the supervised warm start of a run's settings (cached; "
-                                     "`run --warm-start` uses it)")
-    sft.add_argument("--preset", default="smoke-learn", help="starting preset (see `list`)")
-    sft.add_argument("--probe", type=int, default=0, metavar="PROMPTS",
-                     help="afterwards, sample G responses to this many training prompts and "
-                          "report the format rate and the share of groups with reward signal")
-    sft.add_argument("--probe-steps", default="", metavar="S1,S2",
-                     help="also probe after these steps (0: the base model), to choose the "
-                          "warm start's length")
-    sft.add_argument("--force", action="store_true", help="retrain even if cached")
-    add_config_flags(sft)
+                                     "`run --warm-start` uses it)", formatter_class=formatter,
+                         usage="python -m harness sft --task NAME [options]",
+                         description="Values in [brackets] are the default preset's "
+                                     "(smoke-learn).")
+    groups = add_config_flags(sft, preset="smoke-learn")
+    what = groups[WHAT]
+    what.add_argument("--preset", default="smoke-learn",
+                      help="starting preset (see `list`) [smoke-learn]")
+    what.add_argument("--probe", type=int, default=0, metavar="PROMPTS",
+                      help="afterwards, sample G responses to this many training prompts and "
+                           "report the format rate and the share of groups with reward signal")
+    what.add_argument("--probe-steps", default="", metavar="S1,S2",
+                      help="also probe after these steps (0: the base model), to choose the "
+                           "warm start's length")
+    what.add_argument("--force", action="store_true", help="retrain even if cached")
+    what.add_argument("--dry-run", action="store_true",
+                      help="print the resolved settings and the checks' verdict; train nothing")
     sub.add_parser("list", help="methods, tasks, training sets, presets")
-    score = sub.add_parser("score", help="score stored generations; no model is loaded")
+    score = sub.add_parser("score", help="score stored generations; no model is loaded",
+                           formatter_class=formatter)
     score.add_argument("--task", required=True)
     score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
     score.add_argument("--data-dir", default=None)
@@ -333,10 +393,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    handlers = {"run": cmd_run, "sft": cmd_sft, "list": cmd_list, "score": cmd_score, "explain": cmd_explain,
-                "bench": lambda a: a.bench_fn(a), "reproduce": lambda a: a.handler(a),
-                "compare": lambda a: a.handler(a)}
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.version:
+        print(version())
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if unknown:
+        chosen = parser._subparsers._group_actions[0].choices[args.command]
+        hints = "; ".join(unknown_flag_hint(u, chosen) for u in unknown if u.startswith("-"))
+        extra = [u for u in unknown if not u.startswith("-")]
+        print(f"error: {hints or 'unexpected arguments'}"
+              + (f" (unexpected {' '.join(extra)})" if extra else "")
+              + f" (`python -m harness {args.command} --help` lists the flags)", file=sys.stderr)
+        return 2
+    handlers = {"run": cmd_run, "sft": cmd_sft, "list": cmd_list, "score": cmd_score,
+                "explain": cmd_explain, "bench": lambda a: a.bench_fn(a),
+                "reproduce": lambda a: a.handler(a), "compare": lambda a: a.handler(a)}
     try:
         return handlers[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, MissingAssetError) as exc:

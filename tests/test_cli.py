@@ -57,7 +57,7 @@ def test_eval_subset_is_fixed_and_covers_every_category():
 
 @pytest.mark.model
 def test_published_training_set_needs_its_folder(tmp_path, capsys):
-    assert cli.main(["run", "--task", "bfcl", "--train-data", "rlla"]) == 2
+    assert cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--train-data", "rlla"]) == 2
     assert "--data-dir" in capsys.readouterr().err
     # a folder without the published files: the error lists what is expected
     from harness.data import load_train
@@ -160,3 +160,72 @@ def test_help_list_and_compare_do_not_import_torch(argv, tmp_path):
             "if m in sys.modules]\nassert rc == 0 and not heavy, (rc, heavy)\n")
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_run_without_a_method_or_task_starts_nothing(monkeypatch, capsys):
+    import ray
+
+    started = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(a))
+    assert cli.main(["run"]) == 2 and started == []
+    assert "say what to run: --method and --task" in capsys.readouterr().err
+    assert cli.main(["run", "--method", "gdpo"]) == 2 and started == []
+    assert "say what to run: --task" in capsys.readouterr().err
+
+
+def test_dry_run_shows_the_resolved_settings_and_the_verdict_and_writes_nothing(tmp_path, capsys,
+                                                                               monkeypatch):
+    import ray
+
+    started = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(a))
+    results = tmp_path / "runs"
+    rc = cli.main(["run", "--method", "mrtpo", "--task", "bfcl", "--seeds", "2", "--group-size",
+                   "8", "--results-dir", str(results), "--dry-run"])
+    out = capsys.readouterr().out
+    assert rc == 0 and started == [] and not results.exists()
+    assert f"seed 1: {results}/bfcl/mrtpo/smollm2-135m-instruct/" in out and "[to run]" in out
+    assert "differs from preset smoke: group_size, method, results_dir" in out
+    assert "* group_size                   8" in out and "checks: passed" in out
+    # a problem is reported with the rest, exit 2
+    rc = cli.main(["run", "--method", "grpo", "--task", "bfcl", "--replay", "joint",
+                   "--results-dir", str(results), "--dry-run"])
+    out = capsys.readouterr().out
+    assert rc == 2 and "checks: 1 problem(s)" in out and "--replay is an option of mrtpo" in out
+
+
+def test_help_is_grouped_with_defaults_method_and_task_first(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "usage: python -m harness run --method NAME --task NAME [options]"
+    flags = [line.split()[0] for line in lines if line.startswith("  --")]
+    assert flags[:2] == ["--method", "--task"]
+    for group in ("what to run:", "rollouts and engine:", "evaluation:", "tracking:",
+                  "output, checkpoints and resuming:"):
+        assert group in lines
+    assert "[smoke]" in out and "[4]" in out  # the smoke preset's G
+    assert len(lines) < 300
+
+
+def test_errors_are_one_line_with_hints_for_trl_names(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--steps", "x"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "invalid int value" in err
+    assert cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--gruop-size", "3",
+                     "--per-device-train-batch-size", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean --group-size" in err and "--prompts-per-step counts prompts" in err
+    # TRL's names for the same quantity are aliases
+    args = cli.build_parser().parse_args(["run", "--num-generations", "8", "--learning-rate",
+                                          "3e-6", "--beta", "0.04",
+                                          "--max-completion-length", "256"])
+    assert (args.group_size, args.lr, args.kl_coef, args.max_response_tokens) == \
+        (8, 3e-6, 0.04, 256)
+
+
+def test_version(capsys):
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("mrtpo-harness ")

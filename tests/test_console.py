@@ -73,8 +73,8 @@ def test_step_text_skips_absent_rewards():
 @pytest.mark.slow
 def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
     """A warm-started tiny-random job through Ray Train, its whole output captured."""
-    cmd = [sys.executable, "-m", "harness", "run", "--preset", "smoke-learn", "--model",
-           "tiny-random", "--task", "toy", "--plugin", TOY, "--steps", "1",
+    cmd = [sys.executable, "-m", "harness", "run", "--method", "gdpo", "--preset", "smoke-learn",
+           "--model", "tiny-random", "--task", "toy", "--plugin", TOY, "--steps", "1",
            "--prompts-per-step", "2", "--group-size", "2", "--max-response-tokens", "6",
            "--eval-max-response-tokens", "4", "--eval-limit", "4", "--warm-start-steps", "2",
            "--warm-start-batch", "2", "--warm-start-layers", "1", "--results-dir", str(tmp_path)]

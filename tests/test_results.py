@@ -75,9 +75,9 @@ def test_run_skips_stored_seeds_and_prints_table(tmp_path, capsys):
 def test_unknown_names_fail_with_suggestions(capsys):
     assert cli.main(["run", "--method", "gdpoo", "--task", "bfcl"]) == 2
     assert "Did you mean 'gdpo'" in capsys.readouterr().err
-    assert cli.main(["run", "--task", "bfcl-lvie"]) == 2
+    assert cli.main(["run", "--method", "gdpo", "--task", "bfcl-lvie"]) == 2
     assert "Did you mean 'bfcl-live'" in capsys.readouterr().err
-    assert cli.main(["run", "--preset", "smok"]) == 2
+    assert cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--preset", "smok"]) == 2
     assert "Did you mean 'smoke'" in capsys.readouterr().err
 
 
@@ -98,6 +98,7 @@ def test_a_stored_seed_from_other_settings_is_not_pooled(tmp_path, capsys):
 
 def test_training_set_and_local_model_are_part_of_the_identity(tmp_path):
     offline = resolve("smoke", {"results_dir": str(tmp_path)})
+    (tmp_path / "train.parquet").write_bytes(b"")  # RLLA's train file: the published set
     published = resolve("smoke", {"results_dir": str(tmp_path), "data_dir": str(tmp_path)})
     assert result_path(offline).parent.name == "smoke"
     assert result_path(published).parent.name == "smoke+rlla"

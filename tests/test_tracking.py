@@ -44,7 +44,8 @@ def test_a_run_asking_for_a_missing_tracker_fails_before_anything_starts(monkeyp
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "mlflow" else real(name, *a))
-    assert cli.main(["run", "--model", "tiny-random", "--task", "toy", "--plugin", TOY,
+    assert cli.main(["run", "--method", "gdpo", "--model", "tiny-random", "--task", "toy",
+                     "--plugin", TOY,
                      "--report-to", "tensorboard,mlflow", "--results-dir", str(tmp_path)]) != 0
     err = capsys.readouterr().err
     assert "mlflow package is not installed" in err and ".[mlflow]" in err

@@ -164,15 +164,23 @@ def spec_rows(spec: Spec) -> tuple[Row, ...]:
 
 
 def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
-    """(estimated seconds of the missing runs, how many had nothing to estimate from).
+    """(estimated seconds of the missing runs, how many had nothing to estimate from): each
+    missing seed as ``estimate_run`` says."""
+    stored = stored_costs(results_dir)
+    total, unknown = 0.0, 0
+    for job, _ in plan.to_run():
+        one = estimate_run(job.config, stored)
+        if one is None:
+            unknown += 1
+        else:
+            total += one
+    return total, unknown
 
-    A missing seed is estimated from the stored seeds closest to it: its own run folder's
-    (the same settings: the best guess of its cost), else the same task, method and
-    preset, else the same task and preset, else the same task and method, else the same task:
-    their start-up and evaluation time (``wall_seconds`` less their steps) plus its own step
-    count times their median seconds per step. Within a match, seeds that evaluated the same
-    subset (``eval_limit``) are preferred: a full benchmark takes many times a smoke subset."""
-    from harness.results import load_result, result_path
+
+def stored_costs(results_dir: str) -> list[tuple]:
+    """What every stored seed under ``results_dir`` cost: (task, method, preset, steps, wall
+    seconds, seconds per step, eval_limit, run folder)."""
+    from harness.results import load_result
 
     stored = []
     for p in Path(results_dir).glob("*/*/*/*/seed*.json"):
@@ -185,31 +193,40 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
                            c["task"].get("eval_limit", 0), p.parent.resolve()))
         except (ValueError, KeyError, TypeError):
             continue  # not a result file of this version: nothing to estimate from
-    total, unknown = 0.0, 0
-    for job, _ in plan.to_run():
-        c = job.config
-        steps = c.training.steps
-        near = []
-        folder = Path(result_path(c)).parent.resolve()
-        for match in (lambda s: s[7] == folder,
-                      lambda s: s[:3] == (c.task.task, c.method.method, c.preset),
-                      lambda s: (s[0], s[2]) == (c.task.task, c.preset),
-                      lambda s: s[:2] == (c.task.task, c.method.method),
-                      lambda s: s[0] == c.task.task):
-            near = [s for s in stored if match(s)]
-            if near:
-                same_subset = [s for s in near if s[6] == c.task.eval_limit]
-                near = same_subset or near
-                break
-        if not near:
-            unknown += 1
-            continue
-        # wall = fixed (start-up + evaluation) + steps * s/step
-        fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps, *_ in near)
-        per_step = statistics.median(s[5] for s in near if s[5] > 0) if any(
-            s[5] > 0 for s in near) else 0.0
-        total += fixed + steps * per_step
-    return total, unknown
+    return stored
+
+
+def estimate_run(config, stored: list[tuple]) -> float | None:
+    """Seconds one seed of ``config`` would take (None: nothing stored to estimate from).
+
+    It is estimated from the stored seeds closest to it: its own run folder's (the same
+    settings: the best guess of its cost), else the same task, method and preset, else the
+    same task and preset, else the same task and method, else the same task: their start-up
+    and evaluation time (``wall_seconds`` less their steps) plus its own step count times their
+    median seconds per step. Within a match, seeds that evaluated the same subset
+    (``eval_limit``) are preferred: a full benchmark takes many times a smoke subset."""
+    from harness.results import result_path
+
+    c = config
+    near = []
+    folder = Path(result_path(c)).parent.resolve()
+    for match in (lambda s: s[7] == folder,
+                  lambda s: s[:3] == (c.task.task, c.method.method, c.preset),
+                  lambda s: (s[0], s[2]) == (c.task.task, c.preset),
+                  lambda s: s[:2] == (c.task.task, c.method.method),
+                  lambda s: s[0] == c.task.task):
+        near = [s for s in stored if match(s)]
+        if near:
+            same_subset = [s for s in near if s[6] == c.task.eval_limit]
+            near = same_subset or near
+            break
+    if not near:
+        return None
+    # wall = fixed (start-up + evaluation) + steps * s/step
+    fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps, *_ in near)
+    per_step = statistics.median(s[5] for s in near if s[5] > 0) if any(
+        s[5] > 0 for s in near) else 0.0
+    return fixed + c.training.steps * per_step
 
 
 def needs_text(reason: str) -> str:

@@ -1,0 +1,97 @@
+"""``run --dry-run`` / ``sft --dry-run``: what a command would do, without doing it.
+
+The resolved settings (the ones that differ from the preset first), the seeds with the files
+they would write and whether each is stored, the preflight's verdict (the same checks a run
+makes before Ray), and a time estimate from stored seeds. Nothing starts and nothing is written.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+from harness import config as cfg
+
+
+def settings_lines(config: cfg.RunConfig) -> list[str]:
+    """Every resolved field by section; fields that differ from the preset are marked *."""
+    from harness.launch import absolute
+
+    reference = absolute(cfg.resolve(config.preset, {}))
+    out = []
+    for section in cfg.SECTION_TYPES:
+        ours, theirs = getattr(config, section), getattr(reference, section)
+        items = []
+        for f in fields(ours):
+            value = getattr(ours, f.name)
+            mark = "*" if value != getattr(theirs, f.name) else " "
+            items.append(f"  {mark} {f.name:<28} {value!r}")
+        out += [f"{section}:", *items]
+    top = [f for f in fields(config) if f.name not in cfg.SECTION_TYPES and f.name != "seed"]
+    out += ["run:", *(f"  {'*' if getattr(config, f.name) != getattr(reference, f.name) else ' '}"
+                      f" {f.name:<28} {getattr(config, f.name)!r}" for f in top)]
+    return out
+
+
+def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
+            warm_start_only: bool = False, print=print) -> int:
+    """Print what the command would do; 0 when the preflight passes, else 2."""
+    from harness.plugins import load_plugins
+    from harness.preflight import run_problems
+
+    load_plugins(config.plugins)
+    problems = run_problems(config)
+    m, t = config.method.method, config.task.task
+    print(f"{'sft' if warm_start_only else 'run'}: method {m}, task {t}, model "
+          f"{config.model.model}, preset {config.preset}")
+    if not problems or not any(p.startswith("training set:") for p in problems):
+        from harness.data import choose_train_set
+
+        try:
+            ts = choose_train_set(config)
+            print(f"training set: {ts.name} ({'--data-dir' if ts.needs_data_dir else 'offline'})"
+                  f"; {config.training.steps} steps of {config.rollout.prompts_per_step} "
+                  f"prompts x {config.rollout.group_size} responses")
+        except (KeyError, ValueError):
+            pass
+    limit = config.task.eval_limit
+    print(f"evaluation: {t}, " + (f"a {limit}-item subset (seed {config.task.eval_seed})"
+                                  if limit else "every item"))
+    if warm_start_only:
+        from harness.warmstart import cache
+
+        print(f"warm start folder: {cache.warm_start_folder(config)}")
+    else:
+        from harness.results import result_path, stored_seeds
+        from harness.seedrun import SeedRun
+
+        try:
+            stored = stored_seeds(config)
+        except (ValueError, KeyError):
+            stored = {}
+        print("seeds:")
+        for s in seeds:
+            run = SeedRun.of(replace(config, seed=s))
+            state = "stored (skipped; --force reruns it)" if s in stored and not force \
+                else "to run"
+            print(f"  seed {s}: {result_path(run.config)}  [{state}]")
+        print(f"checkpoints while training: under {config.checkpoint_dir}")
+        todo = [s for s in seeds if force or s not in stored]
+        if todo:
+            from harness.reports.plan import estimate_run, stored_costs
+
+            one = estimate_run(config, stored_costs(config.results_dir))
+            print("estimate: " + (f"about {one / 60:.0f} min per seed, {len(todo)} to run, "
+                                  f"from stored seeds under {config.results_dir}" if one
+                                  else f"nothing stored under {config.results_dir} to "
+                                       "estimate from"))
+    changed = [line.split()[1] for line in settings_lines(config) if line.startswith("  *")]
+    print(f"differs from preset {config.preset}: {', '.join(changed) or 'nothing'}")
+    print("settings (* = differs from the preset):")
+    for line in settings_lines(config):
+        print("  " + line)
+    if problems:
+        print(f"checks: {len(problems)} problem(s); the run would stop before Ray:")
+        for p in problems:
+            print(f"  - {p}")
+        return 2
+    print("checks: passed (settings, options, output folders, training set and benchmark)")
+    return 0
