@@ -5,5 +5,17 @@
 # writes results/tables/NAME.{md,csv,tex} or results/figures/NAME.{png,pdf,md}.
 set -euo pipefail
 cd "$(dirname "$0")"
+for arg in "$@"; do
+    case "$arg" in
+        -h|--help)  # help needs no setup: with no environment yet, this script's own
+            if [ ! -x .venv/bin/python ]; then
+                sed -n '2,5p' "$0" | cut -c3-
+                echo "(the environment is set up on the first real run: bash scripts/setup.sh;"
+                echo " then ./reproduce.sh --help lists every option)"
+                exit 0
+            fi
+            exec .venv/bin/python -m harness reproduce --help ;;
+    esac
+done
 bash scripts/setup.sh >&2
 exec .venv/bin/python -m harness reproduce "$@"

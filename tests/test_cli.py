@@ -229,3 +229,17 @@ def test_errors_are_one_line_with_hints_for_trl_names(capsys):
 def test_version(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("mrtpo-harness ")
+
+
+def test_reproduce_help_needs_no_setup(tmp_path):
+    # on a fresh clone `./reproduce.sh --help` answers at once instead of installing first
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    script = tmp_path / "reproduce.sh"
+    shutil.copy(Path(__file__).parents[1] / "reproduce.sh", script)
+    done = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0 and "Regenerate a paper table or figure" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reproduce.sh"]  # nothing set up
