@@ -42,3 +42,31 @@ def test_run_checks_everything_before_any_work(tmp_path, monkeypatch):
     assert len(err.value.problems) == 2 and not (tmp_path / "runs").exists()
     with pytest.raises(ValueError, match="give a count >= 1"):
         api.run(method="gdpo", task="bfcl", seeds=0)
+
+
+def test_the_readmes_plugin_example_weights_the_format_reward_by_half():
+    """docs/examples/half_format.py, shown whole in the README: with whitening off, its
+    advantage is GDPO's sum of per-reward advantages with the format term halved."""
+    from pathlib import Path
+
+    import torch
+
+    import methods
+    from harness.plugins import load_plugins
+    from methods.batch import RolloutBatch
+
+    load_plugins((str(Path(__file__).parents[1] / "docs" / "examples" / "half_format.py"),))
+    rewards = torch.tensor([[1.0, 0.2], [0.0, 0.9], [1.0, 0.4], [0.0, 0.1]])
+
+    def batch(cols, names):
+        return RolloutBatch(rewards=rewards[:, cols], reward_names=names,
+                            reward_bounds=((0.0, 1.0),) * len(names),
+                            group=torch.tensor([0, 0, 1, 1]),
+                            response_mask=torch.ones(4, 3))
+
+    both = batch([0, 1], ("format", "correct"))
+    half = methods.advantages("half-format", both, whiten="none")
+    full = methods.advantages("gdpo", both, whiten="none")
+    fmt = methods.advantages("gdpo", batch([0], ("format",)), whiten="none")
+    assert torch.allclose(half, full - 0.5 * fmt)
+    assert not torch.allclose(half, full)
