@@ -111,6 +111,11 @@ def settings_problems(config: RunConfig, world: int | None = None,
     ws = config.warmstart
     if ws.warm_start and min(ws.warm_start_steps, ws.warm_start_batch) < 1:
         out.append("warm_start_steps and warm_start_batch must be 1 or more")
+    if ws.warm_start and not ws.warm_start_lr > 0:
+        out.append(f"warm_start_lr is {ws.warm_start_lr}; use a positive --warm-start-lr")
+    if ws.warm_start_layers < 0:
+        out.append(f"warm_start_layers is {ws.warm_start_layers}; use 0 (every parameter) or "
+                   "a number of top blocks")
     return out
 
 

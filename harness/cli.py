@@ -28,16 +28,15 @@ def formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def version() -> str:
-    from importlib.metadata import PackageNotFoundError, version as installed
+    """The installed distribution that holds this package, its version, and the commit."""
+    from importlib.metadata import packages_distributions, version as installed
 
     from harness import provenance
 
-    try:
-        number = installed("mrtpo-harness")
-    except PackageNotFoundError:
-        number = "not installed"
+    names = packages_distributions().get("harness", [])
+    found = f"{names[0]} {installed(names[0])}" if names else "harness (not installed)"
     commit, dirty = provenance.commit_state()
-    return f"mrtpo-harness {number} (commit {commit[:12]}{'-dirty' if dirty else ''})"
+    return f"{found} (commit {commit[:12]}{'-dirty' if dirty else ''})"
 
 
 def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
@@ -125,8 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = overrides_from(args)
     missing = [f"--{k}" for k in ("method", "task") if k not in overrides]
     if missing:
-        print(f"error: say what to run: {' and '.join(missing)} (e.g. `python -m harness run "
-              "--method gdpo --task bfcl`; `python -m harness list` shows the names, --dry-run "
+        print(f"error: say what to run: {' and '.join(missing)} (`python -m harness run "
+              "--method NAME --task NAME`; `python -m harness list` shows the names, --dry-run "
               "the resolved settings without running)", file=sys.stderr)
         return 2
     config = absolute(cfg.resolve(args.preset, overrides))

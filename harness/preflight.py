@@ -59,6 +59,11 @@ def output_problems(config: cfg.RunConfig) -> list[str]:
     """A run writes its results and its checkpoints (and trackers' files under the results)."""
     out = [folder_problem(config.results_dir, "--results-dir"),
            folder_problem(config.checkpoint_dir, "--checkpoint-dir")]
+    if config.warmstart.warm_start:  # the warm-started model is cached in the project
+        from harness.assets import CACHE_DIR
+
+        problem = folder_problem(CACHE_DIR / "warm-start", "the warm start's cache")
+        out.append(problem and problem + " (the warm start is cached there)")
     return [p for p in out if p]
 
 

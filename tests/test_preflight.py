@@ -220,3 +220,12 @@ def test_result_files_are_readable_by_others(tmp_path):
 
     atomic_write_json(tmp_path / "seed0.json", {"a": 1})
     assert stat.S_IMODE((tmp_path / "seed0.json").stat().st_mode) == _readable()
+
+
+def test_a_data_dir_without_rlla_keeps_a_bfcl_run_on_its_offline_set(tmp_path, no_ray, capsys):
+    data = tmp_path / "data"
+    (data / "spider").mkdir(parents=True)  # a folder holding other data sets, not RLLA
+    assert cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--data-dir", str(data),
+                     "--results-dir", str(tmp_path / "runs"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "training set: tools-synth (offline)" in out and "checks: passed" in out

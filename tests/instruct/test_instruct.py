@@ -245,9 +245,9 @@ def test_score_command(tmp_path, capsys):
     preds = tmp_path / "p.jsonl"
     preds.write_text("".join(json.dumps({"id": e.id, "response": "a short reply"}) + "\n"
                              for e in examples))
-    assert cli_main(["score", "--task", "ifeval", "--predictions", str(preds)]) == 0
+    assert cli_main(["score", "--task", "ifeval", "--predictions", str(preds), "--partial"]) == 0
     out = capsys.readouterr().out
-    assert "ifeval: 3 of 541 items scored" in out and "prompt_strict" in out
+    assert "ifeval: PARTIAL, 3 of 541 items scored" in out and "prompt_strict" in out
 
 
 def test_language_detection_is_deterministic():

@@ -219,7 +219,11 @@ def test_score_command(tmp_path, data_dir, capsys):
     out = tmp_path / "scores.json"
     assert cli_main(["score", "--task", "spider-dev", "--predictions", str(preds),
                      "--data-dir", str(data_dir), "--sql-timeout", "2",
-                     "--output", str(out)]) == 0
+                     "--output", str(out), "--partial"]) == 0
     printed = capsys.readouterr().out
-    assert "spider-dev: 2 of 3 items scored" in printed
+    assert "spider-dev: PARTIAL, 2 of 3 items scored" in printed
     assert json.loads(out.read_text())["metrics"]["spider-dev"] == 100.0
+    # without --partial the item without a prediction counts as wrong
+    assert cli_main(["score", "--task", "spider-dev", "--predictions", str(preds),
+                     "--data-dir", str(data_dir), "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["metrics"]["spider-dev"] == pytest.approx(200 / 3)
