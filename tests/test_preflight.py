@@ -117,6 +117,7 @@ def test_every_reproduce_cell_passes_the_option_checks():
     from harness.reports import spec as specs
     from harness.reports.plan import make_plan
 
+    checked = 0
     for name in specs.SPECS.names():
         spec = specs.get(name)
         if spec.kind in ("methods", "presets"):
@@ -130,6 +131,8 @@ def test_every_reproduce_cell_passes_the_option_checks():
                 config = job.config
                 assert preflight.foreign_problems(config) == [], (name, setting, job.row.label)
                 assert preflight.schedule_problems(config) == [], (name, setting, job.row.label)
+                checked += 1
+    assert checked > 100  # every table's and figure's runs, smoke and paper
 
 
 def test_score_refuses_an_unwritable_output_before_scoring(tmp_path, capsys):
