@@ -12,8 +12,7 @@ from pathlib import Path
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-from harness.flags import (_FAMILY_OPTIONS, WHAT, add_config_flags,  # noqa: F401
-                           overrides_from, unknown_flag_hint)
+from harness.flags import WHAT, add_config_flags, overrides_from, unknown_flag_hint
 
 
 class Parser(argparse.ArgumentParser):
@@ -357,13 +356,18 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--force", action="store_true", help="retrain even if cached")
     what.add_argument("--dry-run", action="store_true",
                       help="print the resolved settings and the checks' verdict; train nothing")
-    sub.add_parser("list", help="methods, tasks, training sets, presets")
+    listing = sub.add_parser("list", help="methods, tasks, training sets, presets")
+    listing.add_argument("--plugin", dest="plugins", action="append", default=[],
+                         metavar="FILE_OR_MODULE", help="import first: show its methods and "
+                                                        "tasks too")
     score = sub.add_parser("score", help="score stored generations; no model is loaded",
                            formatter_class=formatter)
     score.add_argument("--task", required=True)
     score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
     score.add_argument("--data-dir", default=None)
-    add_config_flags(score, only=_FAMILY_OPTIONS)
+    add_config_flags(score, only=cfg.FAMILY_FIELDS)  # read now: a plugin's families too
+    score.add_argument("--plugin", dest="plugins", action="append", default=[],
+                       metavar="FILE_OR_MODULE", help="import first: a task of your own")
     score.add_argument("--output", default=None, help="also write the scores as JSON here")
     score.add_argument("--partial", action="store_true",
                        help="score only the items that have a prediction (default: every item "
@@ -391,7 +395,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def load_plugins_first(argv: list[str] | None) -> None:
+    """Import the ``--plugin`` files before the parser is built, so that the options they
+    register are flags (with help) like the built-in ones."""
+    from harness.plugins import load_plugins
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--plugin", dest="plugins", action="append", default=[])
+    found, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
+    load_plugins(tuple(str(Path(p).resolve()) if p.endswith(".py") else p
+                       for p in found.plugins))
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        load_plugins_first(argv)
+    except (ImportError, FileNotFoundError) as exc:
+        print(f"error: --plugin: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if args.version:

@@ -187,9 +187,15 @@ def _task_config() -> type:
 
 
 TaskConfig = _task_config()
+
+
+def _family_fields() -> tuple[str, ...]:
+    return tuple(f.name for family in FAMILY_OPTIONS.names()
+                 for f in fields(FAMILY_OPTIONS.get(family)))
+
+
 # the family options (``score`` accepts them as flags too)
-FAMILY_FIELDS = tuple(f.name for family in FAMILY_OPTIONS.names()
-                      for f in fields(FAMILY_OPTIONS.get(family)))
+FAMILY_FIELDS = _family_fields()
 
 
 @dataclass(frozen=True)
@@ -220,8 +226,9 @@ class RunConfig:
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
-    method: MethodConfig = field(default_factory=MethodConfig)
-    task: TaskConfig = field(default_factory=TaskConfig)
+    # looked up when a config is made: rebuild() remakes them after a plugin registers options
+    method: MethodConfig = field(default_factory=lambda: SECTION_TYPES["method"]())
+    task: TaskConfig = field(default_factory=lambda: SECTION_TYPES["task"]())
     preset: str = opt("smoke", "preset the fields started from")
     seed: int = opt(0, "training seed")
     results_dir: str = opt("runs", "where result files are stored (the reference results "
@@ -238,10 +245,15 @@ class RunConfig:
 
     @staticmethod
     def from_dict(data: dict) -> "RunConfig":
+        """A config from ``to_dict``'s form (sections as dicts); the plugins it names are
+        loaded first, since their options are fields of its sections."""
+        from harness.plugins import load_plugins
+
+        load_plugins(tuple(data.get("plugins", ())))
         sections = {f.name: f.type for f in fields(RunConfig)}
         kwargs = {}
         for key, value in data.items():
-            cls = SECTION_TYPES.get(key)
+            cls = SECTION_TYPES.get(key)  # read after the plugins: rebuild() may remake it
             kwargs[key] = cls(**value) if cls else (tuple(value) if key == "plugins" else value)
         unknown = set(kwargs) - set(sections)
         if unknown:
@@ -249,8 +261,22 @@ class RunConfig:
         return RunConfig(**kwargs)
 
 
-SECTION_TYPES = {"model": ModelConfig, "warmstart": WarmStartConfig, "rollout": RolloutConfig, "training": TrainingConfig,
-                 "method": MethodConfig, "task": TaskConfig}
+SECTION_TYPES = {"model": ModelConfig, "warmstart": WarmStartConfig, "rollout": RolloutConfig,
+                 "training": TrainingConfig, "method": MethodConfig, "task": TaskConfig}
+
+
+def rebuild() -> bool:
+    """Make ``MethodConfig`` and ``TaskConfig`` again from the registries, so that options a
+    plugin registered are fields (and flags) too; True when they changed. ``harness.plugins``
+    calls it after loading a plugin, before any config of the run is made."""
+    global MethodConfig, TaskConfig, FAMILY_FIELDS
+    method, task = _method_config(), _task_config()
+    if ([f.name for f in fields(method)] == [f.name for f in fields(MethodConfig)]
+            and [f.name for f in fields(task)] == [f.name for f in fields(TaskConfig)]):
+        return False
+    MethodConfig, TaskConfig, FAMILY_FIELDS = method, task, _family_fields()
+    SECTION_TYPES.update(method=MethodConfig, task=TaskConfig)
+    return True
 
 
 def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:

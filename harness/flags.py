@@ -12,7 +12,6 @@ from harness import config as cfg
 _TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str, "Optional[float]": float}
 _METAVARS = {"int": "N", "float": "X"}
 _NOT_FLAGS = {"seed", "preset"}  # --seeds and --preset are handled by the command itself
-_FAMILY_OPTIONS = cfg.FAMILY_FIELDS  # task-family options that `score` accepts too
 
 WHAT = "what to run"
 # --help's groups, in order; a field goes to the first group naming it, else its section's
@@ -67,6 +66,14 @@ TRL_HINTS = {
 }
 
 
+def type_name(t) -> str:
+    """A field's type as written (``"int"``): a file without postponed annotations (a plugin)
+    gives the class itself."""
+    if isinstance(t, str):
+        return t
+    return t.__name__ if isinstance(t, type) else str(t).replace("typing.", "")
+
+
 def group_of(name: str, section: str | None) -> str:
     for title, members in GROUPS:
         if name in members or (section and f"@{section}" in members):
@@ -116,16 +123,20 @@ def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()
             value = getattr(getattr(shown, section), name) if section else getattr(shown, name)
             help_text += f" [{_default_text(value)}]"
         names = (flag, *TRL_ALIASES.get(name, ()))
-        if f.type == "tuple[str, ...]":
+        kind = type_name(f.type)
+        if kind == "tuple[str, ...]":
             target.add_argument(flag.rstrip("s"), dest=name, action="append",
                                 default=argparse.SUPPRESS, metavar="FILE_OR_MODULE",
                                 help=help_text)
-        elif f.type == "bool":
+        elif kind == "bool":
             target.add_argument(*names, dest=name, action=argparse.BooleanOptionalAction,
                                 default=argparse.SUPPRESS, help=help_text)
         else:
-            metavar = "DIR" if name.endswith("_dir") else _METAVARS.get(str(f.type), "NAME")
-            target.add_argument(*names, dest=name, type=_TYPES[str(f.type)],
+            metavar = "DIR" if name.endswith("_dir") else _METAVARS.get(kind, "NAME")
+            if kind not in _TYPES:
+                raise TypeError(f"option {name!r} has type {kind}; a flag takes int, float, str, "
+                                "bool or Optional[str | float]")
+            target.add_argument(*names, dest=name, type=_TYPES[kind],
                                 default=argparse.SUPPRESS, metavar=metavar, help=help_text)
     return groups
 

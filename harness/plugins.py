@@ -15,6 +15,9 @@ _loaded: set[str] = set()
 
 
 def load_plugins(entries: Iterable[str]) -> None:
+    """Import each file or module once; then the config classes are remade, so that the
+    options the plugins registered are config fields and flags."""
+    new = False
     for entry in entries:
         if entry in _loaded:
             continue
@@ -30,3 +33,25 @@ def load_plugins(entries: Iterable[str]) -> None:
         else:
             importlib.import_module(entry)
         _loaded.add(entry)
+        new = True
+    if new:
+        from harness import config
+
+        config.rebuild()
+
+
+def files(entries: Iterable[str]) -> list[Path]:
+    """The source files of these plugins (a module's file, a package's .py files), for the
+    code's fingerprint: a result made by an edited plugin is other code."""
+    out: list[Path] = []
+    for entry in entries:
+        if entry.endswith(".py"):
+            out.append(Path(entry).resolve())
+            continue
+        spec = importlib.util.find_spec(entry)
+        if spec is None or spec.origin is None:
+            raise ModuleNotFoundError(f"plugin module {entry!r} cannot be found")
+        origin = Path(spec.origin).resolve()
+        out += sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" \
+            else [origin]
+    return out

@@ -29,7 +29,7 @@ SOURCE_ROOTS = ("harness", "methods", "tasks", "common")
 # what reads results or talks to the user, never what a run computes
 NOT_RESULT_SOURCES = ("harness/bench", "harness/reports", "harness/console", "harness/cli.py",
                       "harness/flags.py", "harness/explain.py", "harness/__main__.py",
-                      "harness/provenance.py")
+                      "harness/provenance.py", "harness/dryrun.py")
 SOURCE_SUFFIXES = (".py", ".json", ".jsonl", ".sql", ".toml", ".txt")
 # the same sources as a git pathspec (git diff, git ls-files)
 SOURCE_PATHSPEC = ("--", *SOURCE_ROOTS, *(f":(exclude){x}" for x in NOT_RESULT_SOURCES))
@@ -47,11 +47,18 @@ def source_files(root: Path = PROJECT_ROOT) -> list[Path]:
     return sorted(out, key=lambda p: p.relative_to(root).as_posix())
 
 
-def fingerprint(root: Path = PROJECT_ROOT) -> str:
-    """16 hex digits of a hash over every result-determining source's path and bytes."""
+def fingerprint(root: Path = PROJECT_ROOT, plugins: Sequence[str] = ()) -> str:
+    """16 hex digits of a hash over every result-determining source's path and bytes, and
+    over the files of the ``plugins`` a run loads (by name and bytes: an edited plugin is
+    other code)."""
+    from harness.plugins import files
+
     h = hashlib.sha256()
     for path in source_files(root):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    for path in files(plugins):
+        h.update(b"plugin:" + path.name.encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -77,11 +84,11 @@ def commit_state(root: Path = PROJECT_ROOT) -> tuple[str, bool]:
     return (commit if rc == 0 and commit else "unknown"), dirty
 
 
-def current(root: Path = PROJECT_ROOT) -> dict:
-    """This tree's provenance: ``{"commit", "dirty", "fingerprint"}`` (commit "unknown"
-    outside a git checkout)."""
+def current(root: Path = PROJECT_ROOT, plugins: Sequence[str] = ()) -> dict:
+    """This tree's provenance, with the ``plugins`` a run loads: ``{"commit", "dirty",
+    "fingerprint"}`` (commit "unknown" outside a git checkout)."""
     commit, dirty = commit_state(root)
-    return {"commit": commit, "dirty": dirty, "fingerprint": fingerprint(root)}
+    return {"commit": commit, "dirty": dirty, "fingerprint": fingerprint(root, plugins)}
 
 
 def effective(record: dict) -> dict:

@@ -81,6 +81,20 @@ def run_dir(config: RunConfig) -> Path:
             / slug(config.model.model) / setting)
 
 
+def stored_config(config: RunConfig) -> dict:
+    """The config as a result stores it: the method section holds the run's own method's
+    options only (the common ones and its own, a plugin's too), not every registered method's;
+    reading it back fills the others with their defaults."""
+    import methods
+    from dataclasses import fields
+
+    data = config.to_dict()
+    own = {f.name for cls in methods.get(config.method.method).options for f in fields(cls)}
+    own |= {f.name for f in fields(methods.CommonOptions)} | {"method"}
+    data["method"] = {k: v for k, v in data["method"].items() if k in own}
+    return data
+
+
 def identity(config: RunConfig) -> dict:
     """The fields of a stored config that must match for its seed to count as this setting."""
     return identity_of(config.to_dict())
@@ -149,7 +163,7 @@ class ResultError(ValueError):
 
 def config_hash(config: RunConfig | dict) -> str:
     """A short hash of the fields that make a result's setting (:func:`identity_of`)."""
-    data = config if isinstance(config, dict) else config.to_dict()
+    data = config if isinstance(config, dict) else stored_config(config)
     blob = json.dumps(identity_of(data), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -177,6 +191,7 @@ def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: 
     from harness import provenance as prov
 
     extra = {"problems": list(problems)} if problems else {}
+    stored = stored_config(config)
     if workers:
         extra["workers"] = list(workers)
     return {
@@ -184,10 +199,11 @@ def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: 
         "task": config.task.task, "method": config.method.method, "model": config.model.model,
         "seed": config.seed, "metrics": metrics, "num_eval_items": len(eval_examples),
         "train": train, "wall_seconds": wall_seconds,
-        "config": config.to_dict(), "config_hash": config_hash(config),
+        "config": stored, "config_hash": config_hash(stored),
         "data": {"train": items_hash(train_examples), "eval": items_hash(eval_examples)},
         "versions": package_versions(), "git_commit": git_commit(),
-        "provenance": provenance if provenance is not None else prov.current(), **extra,
+        "provenance": provenance if provenance is not None
+        else prov.current(plugins=config.plugins), **extra,
     }
 
 
@@ -217,7 +233,7 @@ def validate_result(data: Any, path: Path) -> dict:
             raise bad(f"metric {name!r} is not a number ({value!r})")
     try:
         RunConfig.from_dict(data["config"])  # a config this harness can read
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ImportError, FileNotFoundError) as exc:
         raise bad(f"its config cannot be read ({exc})") from None
     p = data.get("provenance")
     if p is not None and not (isinstance(p, dict) and isinstance(p.get("fingerprint"), str)):

@@ -77,7 +77,7 @@ class SeedRun:
         from harness import provenance
         from harness.results import atomic_write_json
 
-        now = provenance.current()
+        now = provenance.current(plugins=self.config.plugins)
         path = self.checkpoints / PROVENANCE_FILE
         if path.is_file() and self.saved_steps():
             record = json.loads(path.read_text())
@@ -96,7 +96,7 @@ class SeedRun:
         path = self.checkpoints / PROVENANCE_FILE
         if path.is_file():
             return provenance.effective(json.loads(path.read_text()))
-        return provenance.current()
+        return provenance.current(plugins=self.config.plugins)
 
     def clear_checkpoints(self) -> None:
         # Ray Train may still be pruning an old checkpoint in this folder as the fit returns,

@@ -215,8 +215,18 @@ class Method:
     def problems(self, options) -> list[str]:
         """What is wrong with ``options`` (any object with the option fields) for this
         method, each with its fix."""
-        return [p for cls in (CommonOptions,) + self.options
-                for p in values_of(options, cls).problems()]
+        from methods.compose import whitening_problem
+
+        out = [p for cls in (CommonOptions,) + self.options
+               for p in values_of(options, cls).problems()]
+        common = values_of(options, CommonOptions)
+        if self.pg_term and common.whiten in (None, "token", "sequence", "none") \
+                and common.conventions in CONVENTIONS:
+            mode = common.whiten or CONVENTIONS[common.conventions].whiten
+            problem = whitening_problem(self.parts.allocation, mode)
+            if problem:
+                out.append(problem)
+        return out
 
 
 

@@ -67,6 +67,20 @@ def uniform(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tenso
 
 
 ALLOCATIONS.add("uniform", uniform)
+# allocations that put one value per response on every token (the response's advantage):
+# only these can be whitened per sequence, which reads each response's one value (its first
+# token's); every other allocation (MRTPO, CoRT, VERPO, a plugin's) whitens per token or not
+PER_RESPONSE: set[str] = {"uniform"}
+
+
+def whitening_problem(allocation: str | None, mode: str) -> str | None:
+    """Why ``mode`` cannot whiten this allocation's advantages (None: it can)."""
+    name = allocation or "uniform"
+    if mode == "sequence" and name not in PER_RESPONSE:
+        return (f"sequence whitening reads one advantage per response (its first token's), and "
+                f"the {name!r} allocation gives each token its own; use --whiten token (or "
+                "none); --conventions trl whitens per sequence by default")
+    return None
 
 
 def _lambda_metrics(batch: RolloutBatch, w: Weights | None) -> dict:
@@ -106,6 +120,9 @@ def compute(parts: Parts, batch: RolloutBatch, options) -> AdvantageOutput:
         scores = torch.where(w.zero[:, None], torch.zeros_like(scores), scores)
         metrics["zeroed_fraction"] = float(w.zero.float().mean())
     mode = options.whiten or default_mode
+    problem = whitening_problem(parts.allocation, mode)
+    if problem:  # Method.problems says so before a run; this guards a direct call
+        raise ValueError(problem)
     scores = whiten(scores, batch.response_mask, mode, options.conv.whiten_eps, keep=norm.keep)
     return AdvantageOutput(scores, metrics)
 

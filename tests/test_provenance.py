@@ -76,18 +76,18 @@ def test_a_resumed_seed_keeps_the_commit_it_started_under(tmp_path, monkeypatch)
 
     run = SeedRun.of(resolve("smoke", {"results_dir": str(tmp_path / "r"),
                                        "checkpoint_dir": str(tmp_path / "c")}))
-    monkeypatch.setattr(provenance, "current", lambda root=None: version("a"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("a"))
     assert run.record_start() == version("a")
     assert run.provenance() == version("a")
     (run.checkpoints / "train" / "step-000002").mkdir(parents=True)  # a checkpoint to resume
-    monkeypatch.setattr(provenance, "current", lambda root=None: version("b"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("b"))
     run.record_start()
     got = run.provenance()
     assert got["commit"] == "a" * 40  # the start's
     assert got["fingerprint"] == "a" * 16 + "+" + "b" * 16  # pools with nothing
     assert got["resumed"] == [version("b")]
     # a resume under the same code keeps the start's fingerprint
-    monkeypatch.setattr(provenance, "current", lambda root=None: version("a"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("a"))
     run2 = SeedRun.of(resolve("smoke", {"results_dir": str(tmp_path / "r2"),
                                         "checkpoint_dir": str(tmp_path / "c2")}))
     run2.record_start()
@@ -98,7 +98,7 @@ def test_a_resumed_seed_keeps_the_commit_it_started_under(tmp_path, monkeypatch)
     run3 = SeedRun.of(resolve("smoke", {"results_dir": str(tmp_path / "r3"),
                                         "checkpoint_dir": str(tmp_path / "c3")}))
     run3.record_start()
-    monkeypatch.setattr(provenance, "current", lambda root=None: version("b"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("b"))
     run3.record_start()
     assert run3.provenance() == version("b")
     assert json.loads((run3.checkpoints / "provenance.json").read_text()) == version("b")
