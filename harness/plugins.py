@@ -9,14 +9,16 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 _loaded: set[str] = set()
+# called after new plugins were imported (harness.config remakes its option sections there)
+AFTER_LOAD: list[Callable[[], object]] = []
 
 
 def load_plugins(entries: Iterable[str]) -> None:
-    """Import each file or module once; then the config classes are remade, so that the
-    options the plugins registered are config fields and flags."""
+    """Import each file or module once; then the ``AFTER_LOAD`` hooks run (the config classes
+    are remade, so that the options the plugins registered are config fields and flags)."""
     new = False
     for entry in entries:
         if entry in _loaded:
@@ -35,9 +37,8 @@ def load_plugins(entries: Iterable[str]) -> None:
         _loaded.add(entry)
         new = True
     if new:
-        from harness import config
-
-        config.rebuild()
+        for hook in AFTER_LOAD:
+            hook()
 
 
 def files(entries: Iterable[str]) -> list[Path]:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 from common.lazy import lazy
 
 from common.options import merged_dataclass, values_of
-from methods.stats import CONVENTIONS, Conventions
+from methods.stats import CONVENTIONS, Conventions, whitening_problem
 
 torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
@@ -215,8 +215,6 @@ class Method:
     def problems(self, options) -> list[str]:
         """What is wrong with ``options`` (any object with the option fields) for this
         method, each with its fix."""
-        from methods.compose import whitening_problem
-
         out = [p for cls in (CommonOptions,) + self.options
                for p in values_of(options, cls).problems()]
         common = values_of(options, CommonOptions)

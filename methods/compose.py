@@ -18,7 +18,7 @@ from common.lazy import lazy
 from common.registry import Registry
 from methods.base import AdvantageOutput, Method, Parts
 from methods.batch import RolloutBatch
-from methods.stats import broadcast, group_normalise, whiten
+from methods.stats import broadcast, group_normalise, whiten, whitening_problem
 
 torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
@@ -66,21 +66,7 @@ def uniform(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tenso
     return broadcast(norm.per_response, batch.response_mask), {}
 
 
-ALLOCATIONS.add("uniform", uniform)
-# allocations that put one value per response on every token (the response's advantage):
-# only these can be whitened per sequence, which reads each response's one value (its first
-# token's); every other allocation (MRTPO, CoRT, VERPO, a plugin's) whitens per token or not
-PER_RESPONSE: set[str] = {"uniform"}
-
-
-def whitening_problem(allocation: str | None, mode: str) -> str | None:
-    """Why ``mode`` cannot whiten this allocation's advantages (None: it can)."""
-    name = allocation or "uniform"
-    if mode == "sequence" and name not in PER_RESPONSE:
-        return (f"sequence whitening reads one advantage per response (its first token's), and "
-                f"the {name!r} allocation gives each token its own; use --whiten token (or "
-                "none); --conventions trl whitens per sequence by default")
-    return None
+ALLOCATIONS.add("uniform", uniform)  # the one allocation sequence whitening takes (stats.py)
 
 
 def _lambda_metrics(batch: RolloutBatch, w: Weights | None) -> dict:

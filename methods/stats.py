@@ -142,6 +142,22 @@ def whiten(
     return torch.where(m, out, torch.zeros_like(out))
 
 
+# allocations that put one value per response on every token (the response's advantage):
+# only these can be whitened per sequence, which reads each response's one value (its first
+# token's); every other allocation (MRTPO, CoRT, VERPO, a plugin's) whitens per token or not
+PER_RESPONSE: set[str] = {"uniform"}
+
+
+def whitening_problem(allocation: str | None, mode: str) -> str | None:
+    """Why ``mode`` cannot whiten this allocation's advantages (None: it can)."""
+    name = allocation or "uniform"
+    if mode == "sequence" and name not in PER_RESPONSE:
+        return (f"sequence whitening reads one advantage per response (its first token's), and "
+                f"the {name!r} allocation gives each token its own; use --whiten token (or "
+                "none); --conventions trl whitens per sequence by default")
+    return None
+
+
 def broadcast(per_response: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """[N] per-response values -> [N, T] on valid tokens, 0 elsewhere."""
     return per_response[:, None].to(torch.float32) * mask.to(torch.float32)

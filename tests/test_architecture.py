@@ -120,3 +120,17 @@ def test_the_harness_knows_no_method_by_name():
             if hits:
                 found.append(f"{rel}:{getattr(node, 'lineno', '?')}: {sorted(hits)}")
     assert found == []
+
+
+def test_the_settings_checks_name_no_engine():
+    """Engines check their own settings through their registry entry (EngineEntry.problems):
+    harness/checks.py imports no engine module and branches on no engine's name."""
+    from harness.rollouts import ENGINES
+
+    tree = ast.parse((ROOT / "harness" / "checks.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.startswith("harness.rollouts.")}, imported
+    names = set(ENGINES.names())
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+               and isinstance(n.value, str)}
+    assert not names & strings, names & strings

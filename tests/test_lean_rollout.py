@@ -141,25 +141,25 @@ def test_unsupported_models_are_named():
 
 
 def test_lean_settings_are_checked_before_a_run():
-    from harness import checks
+    from harness.rollouts.checks import lean_problems
     from harness.config import resolve
 
-    assert checks.lean_problems(resolve("smoke", {})) == []
-    assert any("--use-gpu" in p for p in checks.lean_problems(resolve("smoke",
+    assert lean_problems(resolve("smoke", {})) == []
+    assert any("--use-gpu" in p for p in lean_problems(resolve("smoke",
                                                                       {"use_gpu": True})))
-    assert any("rollout_dtype" in p for p in checks.lean_problems(
+    assert any("rollout_dtype" in p for p in lean_problems(
         resolve("smoke", {"rollout_dtype": "float16"})))
 
 
 def test_a_model_folder_the_lean_engine_cannot_run_is_refused_from_its_config_json(tmp_path):
     import json
 
-    from harness import checks
+    from harness.rollouts.checks import lean_problems
     from harness.config import resolve
 
     def problems(**hf):
         (tmp_path / "config.json").write_text(json.dumps(hf))
-        return checks.lean_problems(resolve("smoke", {"model": str(tmp_path)}))
+        return lean_problems(resolve("smoke", {"model": str(tmp_path)}))
 
     assert problems(model_type="llama", hidden_act="silu") == []
     assert any("'gpt2'" in p and "--engine hf" in p for p in problems(model_type="gpt2"))

