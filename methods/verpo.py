@@ -17,7 +17,11 @@ that sampled y) and the Fisher inner product ``<a, b>_p = sum_v p a b - (sum_v p
     alignment  g_t = d_fec(y_t) - sum_v p(v) d_fec(v)     (the GRPO logit direction . d_fec)
     cost       C_t = <d_fec, d_fec>_p
 
-Controller (in the allocation, where the advantage A_i is known): ``h = max(0, A_i g_t)``,
+Evidence comes only from siblings that are non-empty and format-valid (the task's ``format``
+reward at its maximum, where it has one), as the authors take it.
+
+Controller (in the allocation, where the advantage A_i is known: GRPO's group-normalised one,
+the same value the update scales): ``h = max(0, A_i g_t)``,
 ``w_t = h / (h + cost_alpha C_t + cost_eps)`` in [0, 1) (0 without evidence); the token's
 advantage is ``A_i (1 + lambda w_t)``, computed without gradient: a pure amplifier of |A_i|
 that never flips its sign. lambda = 0 is GRPO.
@@ -73,10 +77,12 @@ class VerpoOptions:
             out.append(f"verpo_negatives is {self.verpo_negatives}; use 1 or more")
         if self.verpo_teacher not in TEACHERS:
             out.append(f"unknown verpo_teacher {self.verpo_teacher!r}; use policy or initial")
-        if min(self.verpo_cost_alpha, self.verpo_cost_eps, self.verpo_proj_eps) < 0 or \
-                self.verpo_cost_eps == 0:
-            out.append("verpo_cost_alpha and verpo_proj_eps must be >= 0 and verpo_cost_eps "
-                       "> 0 (it keeps w below 1)")
+        if self.verpo_cost_alpha < 0 or not self.verpo_cost_eps > 0 or \
+                not self.verpo_proj_eps > 0:
+            out.append("verpo_cost_alpha must be >= 0, verpo_cost_eps > 0 (it keeps w below "
+                       "1) and verpo_proj_eps > 0 (without it the FEC projection divides 0 by "
+                       "0 where the nuisance vanishes, e.g. a one-hot distribution; the authors "
+                       "refuse it too)")
         if not self.verpo_correct:
             out.append("verpo_correct is empty; use all or a reward's name")
         return out
@@ -98,14 +104,28 @@ def correct(rewards: torch.Tensor, names: tuple[str, ...],
     return at_max[:, names.index(rule)]
 
 
-def evidence_plan(group: torch.Tensor, is_correct: torch.Tensor, negatives: int
-                  ) -> list[tuple[int, int, list[int]]]:
+def usable_evidence(texts, rewards: torch.Tensor, names: tuple[str, ...],
+                    bounds: tuple[tuple[float, float], ...]) -> torch.Tensor:
+    """[n] bool: responses that may serve as a sibling's evidence, as the authors take it:
+    non-empty, and format-valid (the task's ``format`` reward at its maximum, where the task
+    has one; a task without it has no format to fail)."""
+    nonempty = torch.tensor([bool(t.strip()) for t in texts])
+    if "format" not in names:
+        return nonempty
+    k = names.index("format")
+    return nonempty & (rewards[:, k] >= bounds[k][1] - 1e-6)
+
+
+def evidence_plan(group: torch.Tensor, is_correct: torch.Tensor, negatives: int,
+                  usable: torch.Tensor | None = None) -> list[tuple[int, int, list[int]]]:
     """(row, positive sibling, negative siblings) for each response with evidence: the first
     correct and the first ``negatives`` incorrect other responses of its group, in sampling
-    order (cycled when there are fewer). Rows without both get none."""
+    order (cycled when there are fewer), among the ``usable`` ones (default: all). Rows
+    without both get none."""
     plan = []
     for i in range(len(group)):
-        siblings = [j for j in range(len(group)) if j != i and group[j] == group[i]]
+        siblings = [j for j in range(len(group)) if j != i and group[j] == group[i]
+                    and (usable is None or bool(usable[j]))]
         pos = [j for j in siblings if is_correct[j]]
         neg = [j for j in siblings if not is_correct[j]]
         if pos and neg:
@@ -149,7 +169,8 @@ def evidence(ctx: PassContext, options) -> torch.Tensor:
     n, t = ctx.response_ids.shape
     out = torch.zeros(n, 3, t)
     ok = correct(ctx.rewards, ctx.reward_names, ctx.reward_bounds, options.verpo_correct)
-    plan = evidence_plan(ctx.group, ok, options.verpo_negatives)
+    usable = usable_evidence(ctx.texts, ctx.rewards, ctx.reward_names, ctx.reward_bounds)
+    plan = evidence_plan(ctx.group, ok, options.verpo_negatives, usable)
     teacher = options.verpo_teacher
     head_t, head_s = ctx.head(teacher), ctx.head("policy")
     temp, chunk = ctx.temperature, options.replay_chunk

@@ -142,3 +142,110 @@ def test_options_check_themselves():
     assert methods.get("verpo").needs == ("evidence",)
     assert methods.get("verpo").models(methods.options(verpo_teacher="initial")) == \
         {"policy", "initial"}
+
+
+class FakeContext:
+    """A PassContext whose hidden states are fixed random vectors per (context text, model)
+    and whose heads are one linear map per model: the evidence pass's wiring, exactly."""
+
+    def __init__(self, texts, rewards, group, temperature, vocab=5, width=3, length=2):
+        from types import SimpleNamespace
+
+        gen = torch.Generator().manual_seed(0)
+        self.examples = [SimpleNamespace(messages=({"role": "user", "content": "Q?"},))] * \
+            len(texts)
+        self.texts, self.rewards, self.group = texts, rewards, group
+        self.reward_names, self.reward_bounds = ("format", "correct"), ((0.0, 1.0),) * 2
+        self.temperature, self.batch_size = temperature, 8
+        self.response_ids = torch.randint(0, vocab, (len(texts), length), generator=gen)
+        self.response_mask = torch.ones(len(texts), length)
+        self.heads = {m: torch.nn.Linear(width, vocab, bias=False) for m in ("policy", "initial")}
+        for m, head in self.heads.items():
+            head.weight.data = torch.randn(vocab, width, generator=gen) * 2
+        self.states, self.gen, self.shape = {}, gen, (length, width)
+
+    def state(self, content, model):
+        if (content, model) not in self.states:
+            self.states[content, model] = torch.randn(*self.shape, generator=self.gen)
+        return self.states[content, model]
+
+    def hidden(self, contexts, rows, model="policy"):
+        return torch.stack([self.state(c[-1]["content"], model) for c in contexts])
+
+    def head(self, model="policy"):
+        return self.heads[model]
+
+
+def test_the_evidence_pass_wiring_hand_computed():
+    """Two negatives, temperature 0.7, the initial model as teacher, one format-invalid
+    sibling: the pass's alignment and cost equal an independent computation, and each wrong
+    wiring (q- mixed as logits, the temperature ignored, q0 or p from the wrong model, the
+    format-invalid sibling used) gives other numbers."""
+    from methods.verpo import evidence
+
+    texts = ["right", "", "wrong a", "wrong b", "right too", "unformatted"]
+    rewards = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 1.0],
+                            [0.0, 0.0]])
+    ctx = FakeContext(texts, rewards, torch.zeros(6, dtype=torch.long), temperature=0.7)
+    opts = methods.options(verpo_negatives=2, verpo_teacher="initial", replay_chunk=1)
+    out = evidence(ctx, opts)
+
+    def softmax(model, content, temp=0.7):
+        return torch.softmax(ctx.heads[model](ctx.state(content, model)) / temp, dim=-1)
+
+    def expected(neg_mix="probs", temp=0.7, q0_model="initial", p_model="policy",
+                 negs=("wrong a", "wrong b")):
+        row = 0  # correct: its positive is "right too"; row 1 is empty, row 5 unformatted
+        pos_ctx = POSITIVE.format(request="Q?", evidence="right too")
+        neg_ctx = [NEGATIVE.format(request="Q?", evidence=t) for t in negs]
+        p = softmax(p_model, "Q?", temp)
+        q0 = softmax(q0_model, "Q?", temp)
+        qp = softmax("initial", pos_ctx, temp)
+        if neg_mix == "probs":
+            qn = sum(softmax("initial", c, temp) for c in neg_ctx) / len(neg_ctx)
+        else:  # the wrong mix: logits averaged, then one softmax
+            logits = sum(ctx.heads["initial"](ctx.state(c, "initial")) for c in neg_ctx)
+            qn = torch.softmax(logits / len(neg_ctx) / temp, dim=-1)
+
+        def inner(a, b):
+            return (p * a * b).sum(-1) - (p * a).sum(-1) * (p * b).sum(-1)
+
+        d, nuis = qp - qn, (qp + qn) / 2 - q0
+        d_fec = d - (inner(d, nuis) / (inner(nuis, nuis) + 1e-8))[:, None] * nuis
+        y = ctx.response_ids[row]
+        g = d_fec[torch.arange(len(y)), y] - (p * d_fec).sum(-1)
+        return g, inner(d_fec, d_fec)
+
+    g, cost = expected()
+    assert torch.allclose(out[0, 0], g, atol=1e-6) and torch.allclose(out[0, 1], cost, atol=1e-7)
+    assert torch.all(out[0, 2] == 1) and torch.all(out[[1, 5], 2] == 1)  # they get evidence
+    wrong = {"q- from logits": expected(neg_mix="logits"), "temperature 1": expected(temp=1.0),
+             "q0 by the policy": expected(q0_model="policy"),
+             "p by the teacher": expected(p_model="initial"),
+             "unformatted negative": expected(negs=("unformatted", "wrong a"))}
+    for name, (g_bad, c_bad) in wrong.items():
+        assert not torch.allclose(out[0, 0], g_bad, atol=1e-4), name
+
+
+def test_evidence_is_taken_from_format_valid_non_empty_siblings_only():
+    from methods.verpo import usable_evidence
+
+    rewards = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0], [1.0, 0.0]])
+    usable = usable_evidence(["a", "b", "c", "  "], rewards, ("format", "correct"),
+                             ((0.0, 1.0), (0.0, 1.0)))
+    assert usable.tolist() == [True, True, False, False]
+    # a task without a format reward has no format to fail: only empty texts are skipped
+    assert usable_evidence(["a", ""], rewards[:2, 1:], ("correct",), ((0.0, 1.0),)).tolist() \
+        == [True, False]
+    # 0 and 4 correct, 1 incorrect, 2 unformatted, 3 empty (one group)
+    group, ok = torch.zeros(5, dtype=torch.long), torch.tensor([True, False, False, False, True])
+    usable = torch.tensor([True, True, False, False, True])
+    assert evidence_plan(group, ok, 2)[0] == (0, 4, [1, 2])
+    plan = evidence_plan(group, ok, 2, usable)
+    assert plan[0] == (0, 4, [1, 1])  # the unformatted and the empty sibling are skipped
+    assert (2, 0, [1, 1]) in plan  # an unusable response still receives evidence
+
+
+def test_the_projection_ridge_must_be_positive():
+    problems = methods.get("verpo").problems(methods.options(verpo_proj_eps=0.0))
+    assert any("verpo_proj_eps > 0" in p for p in problems)
