@@ -13,7 +13,6 @@ stored result (the contents of its ``seedK.json``).
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Sequence
 
 from harness import config as cfg
@@ -34,7 +33,8 @@ def run(method: str, task: str, seeds: int | Sequence[int] = 1, preset: str = "s
     """Train and evaluate seeds (``seeds``: a count, 0..N-1, or the seeds themselves) and
     return their stored results in that order; stored seeds are not rerun unless ``force``."""
     from harness.launch import pending_seeds, run_seeds, validate
-    from harness.results import load_result, result_path
+    from harness.results import load_result
+    from harness.seedrun import SeedRun
 
     chosen = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not chosen or min(chosen) < 0 or len(set(chosen)) != len(chosen):
@@ -42,4 +42,4 @@ def run(method: str, task: str, seeds: int | Sequence[int] = 1, preset: str = "s
     run_config = config(method, task, preset, **fields)
     validate(run_config)
     run_seeds(run_config, pending_seeds(run_config, chosen, force))
-    return [load_result(result_path(replace(run_config, seed=s))) for s in chosen]
+    return [load_result(SeedRun.of_seed(run_config, s).result) for s in chosen]

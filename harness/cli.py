@@ -38,36 +38,33 @@ def version() -> str:
     return f"{found} (commit {commit[:12]}{'-dirty' if dirty else ''})"
 
 
-def summary_table(config: cfg.RunConfig, seeds: list[int]) -> str:
-    from dataclasses import replace
-
-    from harness.results import load_result, result_path
+def summary_table(config: cfg.RunConfig, runs: list) -> str:
+    """The seeds' headline metrics as mean ± std (``runs``: their ``SeedRun``s)."""
+    from harness.results import load_result
     from harness.reports.tables import render
     from tasks import TASKS
 
     task = TASKS.get(config.task.task)
-    results = [load_result(result_path(replace(config, seed=s))) for s in seeds]
+    results = [load_result(run.result) for run in runs]
     columns = list(task.headline) or sorted(results[0]["metrics"])
     data = {c: [r["metrics"][c] for r in results if c in r["metrics"]] for c in columns}
     steps = [r["train"].get("time/step/mean") for r in results]
     data["s/step"] = [s for s in steps if s is not None]
     title = (f"{config.task.task} | model {config.model.model} | setting "
-             f"{Path(result_path(config)).parent.name} | mean ± sample std over seeds")
+             f"{runs[0].folder.name} | mean ± sample std over seeds")
     return render([(config.method.method, data)], [*columns, "s/step"], title)
 
 
-def training_rewards(config: cfg.RunConfig, seeds: list[int]) -> str:
+def training_rewards(runs: list) -> str:
     """Each reward's training mean at the first and the last step (mean over seeds), from the
-    stored per-step logs; empty when no seed has steps."""
+    stored per-step logs of these ``SeedRun``s; empty when no seed has steps."""
     import math
-    from dataclasses import replace
 
-    from harness.results import read_train_log, result_path, train_log_path
+    from harness.results import read_train_log
 
     logs = []
-    for s in seeds:
-        path = train_log_path(result_path(replace(config, seed=s)))
-        rows = read_train_log(path) if path.is_file() else []
+    for run in runs:
+        rows = read_train_log(run.train_log) if run.train_log.is_file() else []
         if rows:
             logs.append((rows[0], rows[-1]))
     if not logs:
@@ -115,10 +112,8 @@ def seed_list(text: str) -> list[int]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from harness.launch import absolute, pending_seeds, run_seeds, validate
-    from harness.results import result_path
+    from harness.seedrun import SeedRun
 
     overrides = overrides_from(args)
     missing = [f"--{k}" for k in ("method", "task") if k not in overrides]
@@ -134,18 +129,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return dry_run(config, seeds, args.force)
     validate(config)
+    runs = [SeedRun.of_seed(config, s) for s in seeds]  # each seed's files, resolved once
     todo = pending_seeds(config, seeds, args.force)
-    for s in seeds:
-        if s not in todo:
-            print(f"seed {s}: stored at {result_path(replace(config, seed=s))} "
-                  "(skipped; --force reruns it)")
+    for run in runs:
+        if run.config.seed not in todo:
+            print(f"seed {run.config.seed}: stored at {run.result} (skipped; --force reruns "
+                  "it)")
     run_seeds(config, todo)
     print()
-    rewards = training_rewards(config, seeds)
+    rewards = training_rewards(runs)
     if rewards:
         print(rewards)
         print()
-    print(summary_table(config, seeds))
+    print(summary_table(config, runs))
     return 0
 
 

@@ -6,7 +6,7 @@ makes before Ray), and a time estimate from stored seeds. Nothing starts and not
 """
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import fields
 
 from harness import config as cfg
 
@@ -60,7 +60,7 @@ def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
 
         print(f"warm start folder: {cache.warm_start_folder(config)}")
     else:
-        from harness.results import result_path, stored_seeds
+        from harness.results import stored_seeds
         from harness.seedrun import SeedRun
 
         try:
@@ -69,10 +69,10 @@ def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
             stored = {}
         print("seeds:")
         for s in seeds:
-            run = SeedRun.of(replace(config, seed=s))
+            run = SeedRun.of_seed(config, s)
             state = "stored (skipped; --force reruns it)" if s in stored and not force \
                 else "to run"
-            print(f"  seed {s}: {result_path(run.config)}  [{state}]")
+            print(f"  seed {s}: {run.result}  [{state}]")
         print(f"checkpoints while training: under {config.checkpoint_dir}")
         todo = [s for s in seeds if force or s not in stored]
         if todo:

@@ -30,6 +30,13 @@ class SeedRun:
     config_hash: str  # harness.results.config_hash(config)
 
     @staticmethod
+    def of_seed(config: RunConfig, seed: int) -> "SeedRun":
+        """Seed ``seed`` of this setting."""
+        from dataclasses import replace
+
+        return SeedRun.of(replace(config, seed=seed))
+
+    @staticmethod
     def of(config: RunConfig) -> "SeedRun":
         from harness.results import config_hash, run_dir
 
@@ -43,6 +50,11 @@ class SeedRun:
     def result(self) -> Path:
         """The result JSON: written last, it marks the seed as done."""
         return self.folder / f"seed{self.config.seed}.json"
+
+    @property
+    def train_log(self) -> Path:
+        """The per-step log stored beside the result."""
+        return self.result.with_suffix(".train.jsonl")
 
     @property
     def partial_log(self) -> Path:

@@ -134,3 +134,19 @@ def test_the_settings_checks_name_no_engine():
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
                and isinstance(n.value, str)}
     assert not names & strings, names & strings
+
+
+def test_the_cli_and_the_reports_take_a_seeds_paths_from_seedrun():
+    """One source of a seed's files (harness.seedrun.SeedRun): the commands and the reports do
+    not derive result, log or folder paths from the config themselves."""
+    derived = ("result_path", "train_log_path", "run_dir")
+    found = []
+    for rel in ("harness/cli.py", "harness/dryrun.py", "harness/api.py",
+                *(str(p.relative_to(ROOT)) for p in (ROOT / "harness" / "reports").glob("*.py"))):
+        tree = ast.parse((ROOT / rel).read_text())
+        for node in ast.walk(tree):
+            name = node.id if isinstance(node, ast.Name) else node.attr \
+                if isinstance(node, ast.Attribute) else None
+            if name in derived:
+                found.append(f"{rel}:{node.lineno}: {name}")
+    assert found == []

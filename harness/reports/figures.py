@@ -12,9 +12,9 @@ from harness.reports.plan import Job, Plan
 
 
 def train_log(job: Job, seed: int) -> list[dict]:
-    from harness.results import read_train_log, result_path, train_log_path
+    from harness.results import read_train_log
 
-    path = train_log_path(result_path(job.seed_config(seed)))
+    path = job.seed_run(seed).train_log
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the per-step log of a stored seed is missing")
     return read_train_log(path)
@@ -345,14 +345,13 @@ def explained(plan: Plan, out_dir: Path, model: str | None = None) -> tuple[list
     import tempfile
 
     from harness.explain import explain
-    from harness.results import result_path
 
     spec = plan.spec
     job = next((j for j in plan.jobs if j.stored), None)
     if job is None:
         raise FileNotFoundError(f"{spec.name}: no stored {spec.methods()} run on "
                                 f"{spec.tasks(plan.setting.name)}; run it without --dry-run first")
-    run = result_path(job.seed_config(job.stored[0]))
+    run = job.seed_run(job.stored[0]).result
     files = []
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:  # explain's own files: copied, then gone

@@ -38,6 +38,12 @@ class Job:
     def seed_config(self, seed: int) -> cfg.RunConfig:
         return replace(self.config, seed=seed)
 
+    def seed_run(self, seed: int):
+        """Seed ``seed``'s files (harness.seedrun.SeedRun: the one source of a seed's paths)."""
+        from harness.seedrun import SeedRun
+
+        return SeedRun.of_seed(self.config, seed)
+
 
 @dataclass
 class Plan:
@@ -51,9 +57,9 @@ class Plan:
 
     def result(self, job: Job, seed: int) -> dict:
         """A stored seed's result (read once)."""
-        from harness.results import load_result, result_path
+        from harness.results import load_result
 
-        path = result_path(job.seed_config(seed))
+        path = job.seed_run(seed).result
         if path not in self.loaded:
             self.loaded[path] = load_result(path)
         return self.loaded[path]
@@ -62,10 +68,9 @@ class Plan:
         """(seed, result) of a job's stored seeds, and the footnote when they pool several code
         versions (a ValueError naming them unless ``allow_mixed_code``)."""
         from harness.reports.aggregate import check_same_code
-        from harness.results import result_path
 
         results = [self.result(job, s) for s in job.stored]
-        note = check_same_code([result_path(job.seed_config(s)) for s in job.stored], results,
+        note = check_same_code([job.seed_run(s).result for s in job.stored], results,
                                self.allow_mixed_code)
         return list(zip(job.stored, results)), note
 
@@ -205,11 +210,11 @@ def estimate_run(config, stored: list[tuple]) -> float | None:
     and evaluation time (``wall_seconds`` less their steps) plus its own step count times their
     median seconds per step. Within a match, seeds that evaluated the same subset
     (``eval_limit``) are preferred: a full benchmark takes many times a smoke subset."""
-    from harness.results import result_path
+    from harness.seedrun import SeedRun
 
     c = config
     near = []
-    folder = Path(result_path(c)).parent.resolve()
+    folder = SeedRun.of(c).folder.resolve()
     for match in (lambda s: s[7] == folder,
                   lambda s: s[:3] == (c.task.task, c.method.method, c.preset),
                   lambda s: (s[0], s[2]) == (c.task.task, c.preset),
