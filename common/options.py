@@ -6,6 +6,13 @@ import dataclasses
 from typing import Any, Sequence
 
 
+def option(default: Any, help: str, identity: bool = True, **metadata: Any) -> Any:
+    """A config or option field: its default and help text (it becomes a CLI flag).
+    ``identity=False``: it does not change results (not part of a result's setting)."""
+    return dataclasses.field(default=default,
+                             metadata={"help": help, "identity": identity, **metadata})
+
+
 def merged_fields(classes: Sequence[type]) -> list[dataclasses.Field]:
     """The fields of these option classes, each name once; a name declared twice must have
     the same default (it is one flag)."""

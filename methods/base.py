@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 from common.lazy import lazy
 
-from common.options import merged_dataclass, values_of
+from common.options import merged_dataclass, option, values_of
 from methods.stats import CONVENTIONS, Conventions, whitening_problem
 
 torch = lazy("torch", globals())  # imported on first use: common/lazy.py
@@ -42,11 +42,6 @@ def no_grad(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
 
     return wrapper
-
-
-def option(default: Any, help: str, **kwargs) -> Any:
-    """A method option: a dataclass field with its help text (it becomes a CLI flag)."""
-    return field(default=default, metadata={"help": help, **kwargs})
 
 
 def chunk_option() -> Any:

@@ -2,9 +2,6 @@
 families)."""
 from __future__ import annotations
 
-from dataclasses import field
-from typing import Any
-
 from common.registry import Registry
 from tasks.base import Task, TrainSet
 
@@ -13,11 +10,6 @@ TRAIN_SETS: Registry[TrainSet] = Registry("training set")
 # family -> its run options: a frozen dataclass whose fields become flags (``--sql-timeout``)
 # and fields of the run's TaskConfig; ``problems()`` lists what is wrong with its values
 FAMILY_OPTIONS: Registry[type] = Registry("task family's options")
-
-
-def flag(default: Any, help: str, identity: bool = True) -> Any:
-    """A family option with its help text; ``identity=False``: it does not change results."""
-    return field(default=default, metadata={"help": help, "identity": identity})
 
 
 def family_options(family: str):

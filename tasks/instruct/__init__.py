@@ -17,7 +17,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.registry import TASKS, TRAIN_SETS, family_options, flag
+from common.options import option
+from tasks.registry import TASKS, TRAIN_SETS, family_options
 from tasks.base import Example, Reward, Task, TrainSet
 from tasks.instruct import advancedif, data, evaluate, muldimif, spans
 from tasks.instruct.advancedif import JudgeOptions
@@ -80,16 +81,16 @@ HEADLINE = ("prompt_strict", "inst_strict", "prompt_loose", "inst_loose")
 class IfFlags:
     """The instruction-following family's run options: its rewards, and AdvancedIF's judge."""
 
-    if_reward: str = flag("per-constraint", "instruction following: per-constraint rewards "
+    if_reward: str = option("per-constraint", "instruction following: per-constraint rewards "
                                             "(c1..c16, ragged), or one aggregate: all | mean")
-    judge: str = flag("", "AdvancedIF's rubric judge: an OpenAI-compatible endpoint "
+    judge: str = option("", "AdvancedIF's rubric judge: an OpenAI-compatible endpoint "
                           "(http://HOST:PORT/v1, e.g. a vLLM server) or a local model folder")
-    judge_model: str = flag("o3-mini-2025-01-31", "model name sent to the judge endpoint "
+    judge_model: str = option("o3-mini-2025-01-31", "model name sent to the judge endpoint "
                                                   "(AdvancedIF's default judge)")
-    judge_api_key_env: str = flag("OPENAI_API_KEY", "name of the environment variable holding "
+    judge_api_key_env: str = option("OPENAI_API_KEY", "name of the environment variable holding "
                                                     "the judge endpoint's API key (empty: "
                                                     "none)", identity=False)
-    judge_max_tokens: int = flag(32768, "maximum tokens of a judge answer")
+    judge_max_tokens: int = option(32768, "maximum tokens of a judge answer")
 
     def problems(self) -> list[str]:
         out = []

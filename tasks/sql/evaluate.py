@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from tasks.base import Example
-from tasks.registry import family_options, flag
+from common.options import option
+from tasks.registry import family_options
 from tasks.sql.sandbox import SqlLimits, shared_sandbox
 
 REWARD_NAMES = ("format", "executable", "execution")
@@ -42,14 +43,14 @@ class SqlFlags:
     """The text-to-SQL family's run options: the sandbox that runs predicted queries, and the
     prompt."""
 
-    sql_timeout: float = flag(5.0, "text-to-SQL: seconds a query may run (inside SQLite; its "
+    sql_timeout: float = option(5.0, "text-to-SQL: seconds a query may run (inside SQLite; its "
                                    "worker process is killed soon after)")
-    sql_processes: int = flag(2, "text-to-SQL: worker processes that execute queries in "
+    sql_processes: int = option(2, "text-to-SQL: worker processes that execute queries in "
                                  "parallel (per training worker)", identity=False)
-    sql_max_rows: int = flag(100_000, "text-to-SQL: a query returning more rows fails")
-    sql_keep_distinct: bool = flag(False, "text-to-SQL: keep DISTINCT when comparing results "
+    sql_max_rows: int = option(100_000, "text-to-SQL: a query returning more rows fails")
+    sql_keep_distinct: bool = option(False, "text-to-SQL: keep DISTINCT when comparing results "
                                           "(Spider's evaluation drops it by default)")
-    sql_sample_rows: int = flag(0, "text-to-SQL: example rows per table shown after the "
+    sql_sample_rows: int = option(0, "text-to-SQL: example rows per table shown after the "
                                    "schema's CREATE TABLE statements")
 
     def problems(self) -> list[str]:
