@@ -3,8 +3,9 @@ sources that determine a run's outcome. Recorded when a seed starts and kept thr
 resumes; reports pool seeds only when their fingerprints agree.
 
 The fingerprint is a hash of the result-determining sources (every file under ``harness/``,
-``methods/``, ``tasks/`` and ``common/`` but the reports, benches, console and command-line
-code, which never change what a run computes). It is exact and costs milliseconds; it is also
+``methods/``, ``tasks/`` and ``common/`` but the console and the entry point; the lab,
+``lab/``: the command line, benches and reports, is outside them: none of it changes what a
+run computes), and of the plugin files a run loads. It is exact and costs milliseconds; it is also
 conservative: any edit of those files, even one that changes no number, makes seeds made
 before and after it not poolable (``--allow-mixed-code`` pools them with a footnote,
 ``reproduce --rerun-stale`` remakes the old ones). A behavioural canary (a fixed tiny
@@ -27,9 +28,8 @@ from harness.assets import PROJECT_ROOT
 
 SOURCE_ROOTS = ("harness", "methods", "tasks", "common")
 # what reads results or talks to the user, never what a run computes
-NOT_RESULT_SOURCES = ("harness/bench", "harness/reports", "harness/console", "harness/cli.py",
-                      "harness/flags.py", "harness/explain.py", "harness/__main__.py",
-                      "harness/provenance.py", "harness/dryrun.py")
+# (the lab -- lab/: CLI, benches, reports -- is outside SOURCE_ROOTS altogether)
+NOT_RESULT_SOURCES = ("harness/console", "harness/__main__.py", "harness/provenance.py")
 SOURCE_SUFFIXES = (".py", ".json", ".jsonl", ".sql", ".toml", ".txt")
 # the same sources as a git pathspec (git diff, git ls-files)
 SOURCE_PATHSPEC = ("--", *SOURCE_ROOTS, *(f":(exclude){x}" for x in NOT_RESULT_SOURCES))

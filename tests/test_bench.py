@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from harness import cli
+from lab import cli
 
 TOY_FLAGS = ["--model", "tiny-random", "--max-response-tokens", "6", "--prompts-per-step", "2",
              "--group-size", "2"]
@@ -42,7 +42,7 @@ def test_bench_step_refuses_a_baseline_it_does_not_run(tmp_path):
 
 
 def test_one_shot_prompt_appends_a_worked_example():
-    from harness.bench.signal import with_example
+    from lab.bench.signal import with_example
     from harness.config import resolve
     from harness.warmstart.data import demonstrations
 
@@ -105,7 +105,7 @@ def test_bench_replay_times_each_k_and_probes_memory_per_length(tmp_path):
 
 
 def test_vs_trl_takes_per_round_medians_of_steps_after_the_first():
-    from harness.bench.vs_trl import PHASES, summarise
+    from lab.bench.vs_trl import PHASES, summarise
 
     def side(steps, startup, peak):
         keys = ("step", *PHASES, "length", "groups_with_signal", "updated", "skipped")
@@ -122,7 +122,7 @@ def test_vs_trl_takes_per_round_medians_of_steps_after_the_first():
 
 
 def test_vs_trl_side_refuses_a_distributed_environment(tmp_path, monkeypatch):
-    from harness.bench.vs_trl import side_main
+    from lab.bench.vs_trl import side_main
 
     job = tmp_path / "job.json"
     job.write_text("{}")

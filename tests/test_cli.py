@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from harness import cli
+from lab import cli
 from harness.config import resolve
 from harness.data import stratified_subset
 from tasks import TASKS
@@ -106,7 +106,7 @@ def test_a_run_whose_benchmark_is_missing_fails_before_ray(monkeypatch, capsys):
     # its data must fail in the driver, in seconds, not after the training
     import ray
 
-    from harness import cli
+    from lab import cli
 
     started = []
     monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(a))
@@ -124,7 +124,7 @@ def test_a_run_whose_benchmark_is_missing_fails_before_ray(monkeypatch, capsys):
 def test_meaningless_values_fail_before_any_work(argv, message, monkeypatch, capsys):
     import ray
 
-    from harness import cli
+    from lab import cli
 
     started = []
     monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(a))
@@ -154,7 +154,7 @@ def test_help_list_and_compare_do_not_import_torch(argv, tmp_path):
                 "wall_seconds": 1.0, "versions": {}, "git_commit": "test",
                 "config": resolve("smoke", {"method": method}).to_dict()})
             argv = [*argv, str(folder)]
-    code = ("import sys\nfrom harness import cli\ntry:\n    rc = cli.main(sys.argv[1:])\n"
+    code = ("import sys\nfrom lab import cli\ntry:\n    rc = cli.main(sys.argv[1:])\n"
             "except SystemExit as e:\n    rc = e.code\n"
             "heavy = [m for m in ('torch', 'transformers', 'ray', 'scipy.stats') "
             "if m in sys.modules]\nassert rc == 0 and not heavy, (rc, heavy)\n")

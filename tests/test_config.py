@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from harness import cli
+from lab import cli
 from harness.config import PRESETS, SECTION_TYPES, RunConfig, resolve
 
 

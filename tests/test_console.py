@@ -80,7 +80,7 @@ def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
            "--warm-start-batch", "2", "--warm-start-layers", "1", "--results-dir", str(tmp_path)]
     import shutil
 
-    from harness.cli import build_parser, overrides_from
+    from lab.cli import build_parser, overrides_from
     from harness.config import resolve
     from harness.plugins import load_plugins
     from harness.warmstart.cache import warm_start_folder

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness import cli
+from lab import cli
 from harness.config import resolve
 from harness.results import atomic_write_json, make_record, result_path
 
@@ -41,7 +41,7 @@ def test_explain_leaves_out_constraint_slots_the_prompt_does_not_have(tmp_path):
 
 
 def test_explain_where_picks_the_first_response_with_those_rewards(tmp_path, capsys):
-    from harness.explain import parse_where
+    from lab.explain import parse_where
 
     assert parse_where("format=1, execution=0") == {"format": 1.0, "execution": 0.0}
     for bad in ("format", "format=x", "=1"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.bench import localisation as loc
+from lab.bench import localisation as loc
 
 TOY = str(Path(__file__).parent / "plugins" / "toy_spans_task.py")
 
@@ -96,7 +96,7 @@ def test_a_narrower_span_gets_a_ratio_of_its_own():
 
 @pytest.mark.model
 def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
-    from harness import cli
+    from lab import cli
 
     rc = cli.main(["bench", "localisation", "--model", "tiny-random", "--task", "toy-spans",
                    "--plugin", TOY, "--preset", "smoke", "--responses", "8", "--group-size",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, provenance
+from harness import provenance
+from lab import cli
 from harness.config import resolve
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from harness import cli, preflight
+from harness import preflight
+from lab import cli
 from harness.config import resolve
 
 
@@ -114,8 +115,8 @@ def test_a_broken_benchmark_file_is_named_before_ray(tmp_path, no_ray, capsys):
 
 def test_every_reproduce_cell_passes_the_option_checks():
     """The committed specs set each option only on the rows of methods that read it."""
-    from harness.reports import spec as specs
-    from harness.reports.plan import make_plan
+    from lab.reports import spec as specs
+    from lab.reports.plan import make_plan
 
     checked = 0
     for name in specs.SPECS.names():

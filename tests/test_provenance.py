@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from harness import cli, provenance
-from harness.reports import plan as planning, spec as specs
+from harness import provenance
+from lab import cli
+from lab.reports import plan as planning, spec as specs
 from harness.results import atomic_write_json, atomic_write_jsonl, result_path
 
 
@@ -105,12 +106,13 @@ def test_a_resumed_seed_keeps_the_commit_it_started_under(tmp_path, monkeypatch)
 
 
 def test_the_fingerprint_follows_result_sources_and_ignores_reports(tmp_path):
-    for rel in ("harness/trainer.py", "harness/reports/render.py", "methods/gdpo.py",
-                "tasks/tools/data.json", "common/x.py", "harness/bench/step.py"):
+    for rel in ("harness/trainer.py", "lab/reports/render.py", "methods/gdpo.py",
+                "tasks/tools/data.json", "common/x.py", "lab/bench/step.py",
+                "harness/console/progress.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("v1")
     first = provenance.fingerprint(tmp_path)
-    for rel in ("harness/reports/render.py", "harness/bench/step.py"):
+    for rel in ("lab/reports/render.py", "lab/bench/step.py", "harness/console/progress.py"):
         (tmp_path / rel).write_text("v2")
     (tmp_path / "harness" / "__pycache__").mkdir()
     (tmp_path / "harness" / "__pycache__" / "trainer.pyc").write_bytes(b"x")
@@ -129,7 +131,7 @@ def test_dirty_means_the_result_sources_differ_from_the_commit(tmp_path):
         subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path,
                        check=True, capture_output=True)
 
-    for rel in ("harness/trainer.py", "harness/reports/render.py", "README.md",
+    for rel in ("harness/trainer.py", "lab/reports/render.py", "README.md",
                 "results/a/seed0.json"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("v1")
@@ -139,7 +141,7 @@ def test_dirty_means_the_result_sources_differ_from_the_commit(tmp_path):
     commit, dirty = provenance.commit_state(tmp_path)
     assert len(commit) == 40 and not dirty
     # the README, stored results and the reports change no run's outcome
-    for rel in ("README.md", "results/a/seed0.json", "harness/reports/render.py"):
+    for rel in ("README.md", "results/a/seed0.json", "lab/reports/render.py"):
         (tmp_path / rel).write_text("v2")
     (tmp_path / "results" / "a" / "seed1.json").write_text("new")
     assert provenance.commit_state(tmp_path) == (commit, False)

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from harness import cli
-from harness.reports import aggregate, figures, plan as planning, render, spec as specs
-from harness.reports.aggregate import Cell
+from lab import cli
+from lab.reports import aggregate, figures, plan as planning, render, spec as specs
+from lab.reports.aggregate import Cell
 from harness.results import atomic_write_json, atomic_write_jsonl, result_path
 
 
@@ -86,7 +86,7 @@ def test_a_setting_pins_fields_on_its_preset_and_its_runs_use_them(tmp_path):
 
 
 def test_table9_from_the_presets_matches_the_paper():
-    from harness.reports.tables import preset_rows
+    from lab.reports.tables import preset_rows
 
     spec = specs.get("table9")
     ours = preset_rows(spec.raw["presets"])
@@ -104,7 +104,7 @@ def test_cells_are_mean_sample_std_and_n_over_seeds(tmp_path):
     plan = table3_plan(tmp_path)
     fill(plan, lambda job, s: {"GDPO": [10.0, 20.0, 30.0], "MRTPO": [30.0, 40.0, 50.0]}
          .get(job.row.label, [5.0, 5.0, 5.0])[s])
-    grids = __import__("harness.reports.tables", fromlist=["x"]).benchmark_grids(
+    grids = __import__("lab.reports.tables", fromlist=["x"]).benchmark_grids(
         table3_plan(tmp_path))
     ours = grids[0]
     col = ours.columns.index("Overall")  # the first Overall is non-live
@@ -196,7 +196,7 @@ def test_a_second_invocation_runs_nothing_and_renders(tmp_path, capsys, monkeypa
 
 
 def test_cells_without_data_say_what_they_need(tmp_path):
-    from harness.reports.tables import benchmark_grids
+    from lab.reports.tables import benchmark_grids
 
     plan = planning.make_plan(specs.get("table1"), "smoke", 1, str(tmp_path))
     blocked = [j for j in plan.jobs if j.task == "text2sql"]
@@ -372,7 +372,7 @@ def fixture_log(steps=3):
 @pytest.mark.parametrize("name", specs.SPECS.names())
 def test_every_spec_renders_from_fixtures(name, tmp_path, monkeypatch):
     import harness.launch
-    from harness.reports import reproduce
+    from lab.reports import reproduce
 
     monkeypatch.setattr(harness.launch, "run_seeds", lambda *a, **k: pytest.fail("ran"))
     spec = specs.get(name)
@@ -411,7 +411,7 @@ def test_every_spec_renders_from_fixtures(name, tmp_path, monkeypatch):
 
 def test_table8_holds_every_method_of_the_paper_and_its_registry_text():
     import methods
-    from harness.reports.tables import methods_grid
+    from lab.reports.tables import methods_grid
 
     grid = methods_grid(specs.get("table8"))
     rows = dict(grid.rows)
@@ -423,7 +423,7 @@ def test_table8_holds_every_method_of_the_paper_and_its_registry_text():
 
 
 def test_a_log_column_is_the_mean_over_steps_and_marks_no_best(tmp_path):
-    from harness.reports import tables
+    from lab.reports import tables
 
     plan = planning.make_plan(specs.get("table7"), "smoke", None, str(tmp_path))
     jobs = [j for j in plan.jobs if j.task == "spider-mini"]

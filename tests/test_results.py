@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from harness import cli
+from lab import cli
 from harness.config import resolve
 from harness.results import atomic_write_json, make_record, result_path, stored_seeds
-from harness.reports.aggregate import cell, mean_std
+from lab.reports.aggregate import cell, mean_std
 
 
 def test_atomic_write_keeps_old_file_when_interrupted(tmp_path, monkeypatch):

@@ -39,7 +39,7 @@ def test_report_to_names_are_checked_and_a_missing_library_names_its_extra(monke
 
 def test_a_run_asking_for_a_missing_tracker_fails_before_anything_starts(monkeypatch, tmp_path,
                                                                          capsys):
-    from harness import cli
+    from lab import cli
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -120,7 +120,7 @@ def test_wandb_writes_an_offline_run_folder(tmp_path, process_group, monkeypatch
 
 
 def test_figure_curves_read_the_evaluations_during_training():
-    from harness.reports import figures
+    from lab.reports import figures
 
     logs = [[{"step": 1, "eval/acc": 10.0}, {"step": 2}, {"step": 3, "eval/acc": 30.0},
              {"step": 4}],

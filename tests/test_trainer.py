@@ -240,7 +240,7 @@ def test_a_two_node_cluster_spreads_the_workers_and_matches_one_node(tmp_path):
     import ray
     from ray.cluster_utils import Cluster
 
-    from harness import cli
+    from lab import cli
 
     flags = ["run", "--task", "toy", "--plugin", TOY, "--workers", "2", "--zero-stage", "3"]
     for name, value in TINY.items():

@@ -1,14 +1,14 @@
-"""Uncertainty of a comparison (harness.reports.uncertainty) on hand-computed numbers: the
+"""Uncertainty of a comparison (lab.reports.uncertainty) on hand-computed numbers: the
 paired t-interval, rliable's probability of improvement, the seeds for 80 % power (checked
 against G*Power's paired t-test tables), and their use in tables and Figure 4's summary."""
 import math
 
 import pytest
 
-from harness.reports import figures, uncertainty as u
-from harness.reports.aggregate import Cell, ContrastCell, best_rows
-from harness.reports.render import Grid, markdown
-from harness.reports.tables import contrast_grids
+from lab.reports import figures, uncertainty as u
+from lab.reports.aggregate import Cell, ContrastCell, best_rows
+from lab.reports.render import Grid, markdown
+from lab.reports.tables import contrast_grids
 
 T_975_2 = 4.302652729911275  # Student t, 97.5 % quantile, 2 degrees of freedom
 
@@ -106,7 +106,7 @@ def test_steps_to_threshold_contrasts_and_sensitivity():
 
 
 def test_a_benchmark_spec_must_name_a_reference_row(tmp_path):
-    from harness.reports import spec as specs
+    from lab.reports import spec as specs
 
     bad = tmp_path / "tableX.toml"
     bad.write_text('kind = "benchmark"\nrows = [{ label = "A", method = "gdpo" }]\n'
@@ -124,7 +124,7 @@ def test_the_scipy_special_forms_agree_with_scipy_stats():
 
     from scipy import stats
 
-    from harness.reports import uncertainty as u
+    from lab.reports import uncertainty as u
 
     rng = random.Random(0)
     for _ in range(50):

@@ -98,7 +98,7 @@ def as_if_installed(monkeypatch, distribution, version="0.33.0"):
 def test_engine_vllm_without_cuda_fails_before_ray_with_a_clear_message(monkeypatch, capsys):
     import ray
 
-    from harness import cli
+    from lab import cli
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from harness.cli import main as cli_main
+from lab.cli import main as cli_main
 from harness.config import TaskConfig
 from common.registry import UnknownNameError
 from methods.contexts import replay_messages

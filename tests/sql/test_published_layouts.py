@@ -84,7 +84,7 @@ def test_prediction_running_where_gold_fails_is_still_executable(shop_dir):
 def test_score_command_lists_gold_failures(shop_dir, tmp_path, capsys):
     import json
 
-    from harness.cli import main as cli_main
+    from lab.cli import main as cli_main
 
     preds = tmp_path / "preds.jsonl"
     preds.write_text("".join(json.dumps({"id": f"spider-dev-{i}", "response": answer("SELECT 1")})

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from harness.cli import main as cli_main
+from lab.cli import main as cli_main
 from harness.config import TaskConfig
 from methods.contexts import replay_messages
 from tasks import TASKS, TRAIN_SETS

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.reports import figures, render, spec as specs, tables
-from harness.reports.plan import Plan, estimate_seconds, make_plan
+from lab.reports import figures, render, spec as specs, tables
+from lab.reports.plan import Plan, estimate_seconds, make_plan
 
 SMOKE_NOTE = ("SMOKE numbers: the embedded SmolLM2-135M-Instruct trained on this CPU for a few "
               "steps on small offline sets and evaluated on small subsets. They show the "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import config as cfg
-from harness.reports.spec import Row, Setting, Spec
+from lab.reports.spec import Row, Setting, Spec
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Plan:
     def stored_results(self, job: Job) -> tuple[list[tuple[int, dict]], str]:
         """(seed, result) of a job's stored seeds, and the footnote when they pool several code
         versions (a ValueError naming them unless ``allow_mixed_code``)."""
-        from harness.reports.aggregate import check_same_code
+        from lab.reports.aggregate import check_same_code
 
         results = [self.result(job, s) for s in job.stored]
         note = check_same_code([job.seed_run(s).result for s in job.stored], results,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from harness.bench import (launch, localisation, replay, rollout, signal, sql, step, stored,
+    from lab.bench import (launch, localisation, replay, rollout, signal, sql, step, stored,
                                vs_trl)
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")

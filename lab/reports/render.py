@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from harness.reports.aggregate import Cell, best_rows
+from lab.reports.aggregate import Cell, best_rows
 
 
 @dataclass

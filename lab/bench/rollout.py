@@ -66,7 +66,7 @@ def logprob_gap(model, out, temperature: float) -> float:
 
 def render(data: dict) -> str:
     """The report's Markdown from its JSON."""
-    from harness.bench import report
+    from lab.bench import report
 
     rows = data["rows"]
     first = rows[0][0]
@@ -82,11 +82,11 @@ def render(data: dict) -> str:
 
 def bench_rollout(args: argparse.Namespace) -> int:
     from harness import checks
-    from harness.bench import report
+    from lab.bench import report
     from harness.config import resolve
     from harness.console import quiet
     from harness.data import load_train
-    from harness.flags import overrides_from
+    from lab.flags import overrides_from
     from harness.models import load_model, load_tokenizer
     from harness.warmstart.cache import policy_source
 
@@ -166,7 +166,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
 
 
 def add_parser(which) -> None:
-    from harness.flags import add_config_flags
+    from lab.flags import add_config_flags
 
     p = which.add_parser("rollout", help="generated tokens/s of rollout engine candidates vs "
                                          "batch size, and their log-prob gap to the policy")

@@ -72,8 +72,8 @@ def one_step(config, evaluate: bool = False) -> dict:
 
 def bench_step(args: argparse.Namespace) -> int:
     from harness import engine as eng
-    from harness.bench import report
-    from harness.flags import overrides_from
+    from lab.bench import report
+    from lab.flags import overrides_from
     from harness.config import resolve
     from harness.console import quiet
 
@@ -130,7 +130,7 @@ def bench_step(args: argparse.Namespace) -> int:
 
 
 def add_parser(which) -> None:
-    from harness.flags import add_config_flags
+    from lab.flags import add_config_flags
 
     p = which.add_parser("step", help="one step's phase split for several methods on one batch "
                                       "(in-process), with ratios to a baseline")

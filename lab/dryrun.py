@@ -76,7 +76,7 @@ def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
         print(f"checkpoints while training: under {config.checkpoint_dir}")
         todo = [s for s in seeds if force or s not in stored]
         if todo:
-            from harness.reports.plan import estimate_run, stored_costs
+            from lab.reports.plan import estimate_run, stored_costs
 
             one = estimate_run(config, stored_costs(config.results_dir))
             print("estimate: " + (f"about {one / 60:.0f} min per seed, {len(todo)} to run, "

@@ -32,8 +32,8 @@ def with_example(example, demo) -> object:
 def bench_signal(args: argparse.Namespace) -> int:
     import time
 
-    from harness.bench import report
-    from harness.flags import overrides_from
+    from lab.bench import report
+    from lab.flags import overrides_from
     from harness.config import resolve
     from harness.console import quiet
     from harness.models import load_model, load_tokenizer
@@ -82,7 +82,7 @@ def replace_seed(config):
 
 
 def add_parser(which) -> None:
-    from harness.flags import add_config_flags
+    from lab.flags import add_config_flags
 
     p = which.add_parser("signal", help="format rate and share of groups with reward signal at "
                                         "RL's first step (base model, warm start, one-shot)")

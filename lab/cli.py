@@ -12,7 +12,7 @@ from pathlib import Path
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-from harness.flags import WHAT, add_config_flags, overrides_from, unknown_flag_hint
+from lab.flags import WHAT, add_config_flags, overrides_from, unknown_flag_hint
 
 
 class Parser(argparse.ArgumentParser):
@@ -41,7 +41,7 @@ def version() -> str:
 def summary_table(config: cfg.RunConfig, runs: list) -> str:
     """The seeds' headline metrics as mean ± std (``runs``: their ``SeedRun``s)."""
     from harness.results import load_result
-    from harness.reports.tables import render
+    from lab.reports.tables import render
     from tasks import TASKS
 
     task = TASKS.get(config.task.task)
@@ -125,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = absolute(cfg.resolve(args.preset, overrides))
     seeds = args.seed_list if args.seed_list is not None else list(range(args.seeds))
     if args.dry_run:
-        from harness.dryrun import dry_run
+        from lab.dryrun import dry_run
 
         return dry_run(config, seeds, args.force)
     validate(config)
@@ -158,7 +158,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     config = cfg.resolve(args.preset, {**overrides_from(args), "warm_start": True})
     config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
     if args.dry_run:
-        from harness.dryrun import dry_run
+        from lab.dryrun import dry_run
 
         return dry_run(config, [], False, warm_start_only=True)
     validate(config)
@@ -295,7 +295,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from harness.explain import explain, parse_where
+    from lab.explain import explain, parse_where
 
     try:
         where = parse_where(args.where) if args.where else None
@@ -368,10 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--partial", action="store_true",
                        help="score only the items that have a prediction (default: every item "
                             "of the task, a missing prediction counted as wrong)")
-    from harness.bench import add_parser as add_bench
+    from lab.bench import add_parser as add_bench
 
     add_bench(sub)
-    from harness.reports import compare, reproduce
+    from lab.reports import compare, reproduce
 
     reproduce.add_parser(sub)
     compare.add_parser(sub)

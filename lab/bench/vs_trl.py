@@ -216,8 +216,8 @@ def run_trl(job: dict) -> dict:
 
 
 def side_main(argv: list[str]) -> int:
-    """``python -m harness.bench.vs_trl --side S --job JOB.json --out OUT.json``."""
-    p = argparse.ArgumentParser(prog="harness.bench.vs_trl")
+    """``python -m lab.bench.vs_trl --side S --job JOB.json --out OUT.json``."""
+    p = argparse.ArgumentParser(prog="lab.bench.vs_trl")
     p.add_argument("--side", required=True, choices=sorted(SIDES))
     p.add_argument("--job", required=True)
     p.add_argument("--out", required=True)
@@ -243,7 +243,7 @@ def run_side(side: str, job_path: Path, out: Path, timeout: float) -> dict:
     """One side in a fresh process; its result, wall seconds and peak resident memory."""
     env = {k: v for k, v in os.environ.items() if k not in DIST_ENV}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "harness.bench.vs_trl", "--side", side,
+    proc = subprocess.Popen([sys.executable, "-m", "lab.bench.vs_trl", "--side", side,
                              "--job", str(job_path), "--out", str(out)], env=env)
     deadline = time.monotonic() + timeout
     while True:  # os.wait4 gives the child's own peak RSS (ru_maxrss, KiB on Linux)
@@ -275,11 +275,11 @@ def summarise(rounds: list[dict]) -> dict:
 def bench_vs_trl(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.bench import report
+    from lab.bench import report
     from harness.config import resolve
     from harness.console import quiet
     from harness.data import PromptSampler, load_train
-    from harness.flags import overrides_from
+    from lab.flags import overrides_from
     from harness.warmstart.cache import policy_source
 
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
@@ -372,7 +372,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
 
 
 def add_parser(which) -> None:
-    from harness.flags import add_config_flags
+    from lab.flags import add_config_flags
 
     p = which.add_parser("vs-trl", help="the same GRPO training here and in TRL's GRPOTrainer, "
                                         "each side in fresh processes (needs the bench extra)")

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Sequence
 
-from harness.reports.plan import Job, Plan
+from lab.reports.plan import Job, Plan
 
 
 def train_log(job: Job, seed: int) -> list[dict]:
@@ -94,7 +94,7 @@ def over_training(logs: Sequence[list[dict]], metric: str, final: Sequence[float
     training (``eval/<metric>`` in its log rows, ``--eval-every``) and then ``last_step`` with
     the ``final`` evaluation's values; per step the (mean, sample std) over seeds. None when
     the seeds were not evaluated during training."""
-    from harness.reports.aggregate import mean_std
+    from lab.reports.aggregate import mean_std
 
     steps, during = series(logs, f"eval/{metric}")
     if not steps or not final:
@@ -118,7 +118,7 @@ def threshold_contrasts(logs: dict[str, dict[int, list[dict]]], key: str, value:
     """Per method against ``reference``: the paired per-seed difference in steps to the
     threshold (fewer is better) with its 95 % interval, probability of improvement and the
     seeds for 80 % power, as Markdown list items."""
-    from harness.reports import uncertainty
+    from lab.reports import uncertainty
 
     steps = {m: [(s, censored_steps(log, key, value, window)) for s, log in by_seed.items()]
              for m, by_seed in logs.items()}
@@ -162,7 +162,7 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     threshold, each method against ``reference`` (the spec's:
     GDPO) with a 95 % interval, and the order's sensitivity to the window and threshold.
     Returns the files and a Markdown summary."""
-    from harness.reports.aggregate import mean_std
+    from lab.reports.aggregate import mean_std
 
     spec, setting = plan.spec, plan.setting
     band = spec.raw.get("band", "iqr")
@@ -265,7 +265,7 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
         want = (reference or spec.reference).lower()
         ref_label = next((m for m in logs_of if m.lower() == want), None)
         if ref_label is not None and len(logs_of) > 1:
-            from harness.reports import uncertainty
+            from lab.reports import uncertainty
 
             summary += [f"Against {ref_label}, per shared seed (fewer steps is better; a seed "
                         "that never reaches the threshold counts as its last step + 1):", "",
@@ -344,7 +344,7 @@ def explained(plan: Plan, out_dir: Path, model: str | None = None) -> tuple[list
     import shutil
     import tempfile
 
-    from harness.explain import explain
+    from lab.explain import explain
 
     spec = plan.spec
     job = next((j for j in plan.jobs if j.stored), None)

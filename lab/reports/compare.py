@@ -8,8 +8,8 @@ import argparse
 import re
 from pathlib import Path
 
-from harness.reports import render
-from harness.reports.aggregate import Cell, check_poolable, check_same_code
+from lab.reports import render
+from lab.reports.aggregate import Cell, check_poolable, check_same_code
 
 # the harness's own columns and their direction (a task's metrics declare theirs on the task)
 TIME_COLUMN = "s/step"  # seconds per training step: smaller is better
@@ -114,7 +114,7 @@ def reference_index(folders: list[Path], reference: str | None) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from tasks import TASKS
-    from harness.reports.tables import contrast_grids
+    from lab.reports.tables import contrast_grids
 
     folders = [Path(f) for f in args.runs]
     runs = [run_cells(f, args.allow_mixed_code) for f in folders]

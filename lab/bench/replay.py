@@ -145,7 +145,7 @@ def time_replay(model, tok, k: int, responses: int, tokens: int, repeats: int) -
 
 
 def bench_replay(args: argparse.Namespace) -> int:
-    from harness.bench import report
+    from lab.bench import report
     from harness.models import load_model, load_tokenizer
 
     ks = [int(k) for k in args.ks.split(",") if k]
@@ -165,7 +165,7 @@ def bench_replay(args: argparse.Namespace) -> int:
         settings.append((lengths[0], lengths[0]))  # unchunked, for contrast
     memory = []
     for t, chunk in settings:
-        out = subprocess.run([sys.executable, "-m", "harness.bench.replay", "_memory_one",
+        out = subprocess.run([sys.executable, "-m", "lab.bench.replay", "_memory_one",
                               str(args.memory_responses), str(t), str(args.memory_k), str(chunk)],
                              capture_output=True, text=True)
         if out.returncode != 0:

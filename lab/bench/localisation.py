@@ -212,10 +212,10 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
 
 def bench_localisation(args: argparse.Namespace) -> int:
     from harness import engine as eng
-    from harness.bench import report
+    from lab.bench import report
     from harness.config import resolve
     from harness.console import quiet
-    from harness.flags import overrides_from
+    from lab.flags import overrides_from
 
     quiet.configure_process()
     variants = [s.strip() for s in args.methods.split(",") if s.strip()]
@@ -254,7 +254,7 @@ def bench_localisation(args: argparse.Namespace) -> int:
 
 
 def add_parser(which) -> None:
-    from harness.flags import add_config_flags
+    from lab.flags import add_config_flags
 
     p = which.add_parser("localisation", help="where each replay variant puts each reward's "
                                               "credit on one batch (span ratio, top-10 %% "

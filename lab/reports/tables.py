@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from harness.reports.aggregate import Cell, ContrastCell, cell, mean_of_columns
-from harness.reports.plan import Plan, needs_text
-from harness.reports.render import Grid
-from harness.reports.spec import Spec, paper_cell
+from lab.reports.aggregate import Cell, ContrastCell, cell, mean_of_columns
+from lab.reports.plan import Plan, needs_text
+from lab.reports.render import Grid
+from lab.reports.spec import Spec, paper_cell
 
 
 def render(rows: list[tuple[str, dict[str, list[float]]]], columns: Sequence[str],
@@ -42,7 +42,7 @@ def log_mean(job, seed: int, key: str) -> float | None:
     it, e.g. a method without that diagnostic)."""
     import math
 
-    from harness.reports.figures import train_log
+    from lab.reports.figures import train_log
 
     vals = [float(r[key]) for r in train_log(job, seed) if key in r
             and not math.isnan(float(r[key]))]
@@ -54,7 +54,7 @@ def contrast_grids(grid: Grid, reference: str) -> list[Grid]:
     difference, 95 % interval, probability of improvement), then the seeds each difference
     would need at 80 % power (left out when no cell shares two seeds). None when the
     reference row is absent or has no values."""
-    from harness.reports import uncertainty
+    from lab.reports import uncertainty
 
     rows = dict(grid.rows)
     if reference not in rows or not any(c.values for c in rows[reference]):
@@ -198,7 +198,7 @@ def localisation_grids(plan: Plan, min_instances: int = 5) -> list[Grid]:
     seed (weighted by the step's count), and Ratio = Dist. / Tok., with a 95 % t-interval
     over the seeds (and tasks) that have ``min_instances`` instances each, where two do; "–"
     below ``min_instances`` instances in all, as in the paper."""
-    from harness.reports.figures import train_log
+    from lab.reports.figures import train_log
 
     spec, setting = plan.spec, plan.setting
     labels = list(spec.raw["constraints"])
@@ -231,7 +231,7 @@ def localisation_grids(plan: Plan, min_instances: int = 5) -> list[Grid]:
             else:
                 dist = 100 * sum(d * w for d, _, w in got) / n
                 tok = 100 * sum(t * w for _, t, w in got) / n
-                from harness.reports.uncertainty import t_interval
+                from lab.reports.uncertainty import t_interval
 
                 low, high = t_interval(per_seed)
                 ratio = f"{dist / tok:.1f}" + ("" if low != low else  # NaN: < 2 seeds

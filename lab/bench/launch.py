@@ -54,7 +54,7 @@ def short(title: str) -> str:
 def bench_launch(args: argparse.Namespace) -> int:
     import os
 
-    from harness.bench import report
+    from lab.bench import report
 
     out_dir = Path(tempfile.mkdtemp(prefix="bench-launch-"))
     cmd = [sys.executable, "-m", "harness", "run", "--preset", args.preset, "--task", args.task,

@@ -61,14 +61,14 @@ class Cell:
 class ContrastCell(Cell):
     """A row against the reference row on one metric: ``values`` are the per-seed paired
     differences; the text gives their mean, 95 % interval and probability of improvement
-    (harness.reports.uncertainty)."""
+    (lab.reports.uncertainty)."""
 
     paired: object = None  # uncertainty.Paired; None: nothing to compare (``note`` says why)
     power: bool = False  # show the seeds needed for 80 % power instead
 
     @staticmethod
     def of(row: Cell, reference: Cell, higher: bool = True, power: bool = False) -> "Cell":
-        from harness.reports.uncertainty import paired
+        from lab.reports.uncertainty import paired
 
         if not row.values or not reference.values:
             return Cell(note="–")
@@ -80,14 +80,14 @@ class ContrastCell(Cell):
                             power=power)
 
     def text(self, digits: int = 2) -> str:
-        from harness.reports import uncertainty
+        from lab.reports import uncertainty
 
         out = (uncertainty.power_text(self.paired) if self.power
                else uncertainty.text(self.paired, digits))
         return out + (" †" if self.footnote else "")
 
     def csv_note(self) -> str:
-        from harness.reports import uncertainty
+        from lab.reports import uncertainty
 
         p = self.paired
         low, high = p.interval
