@@ -6,11 +6,14 @@ import dataclasses
 from typing import Any, Sequence
 
 
-def option(default: Any, help: str, identity: bool = True, **metadata: Any) -> Any:
+def option(default: Any, help: str, identity: bool = True, aliases: tuple[str, ...] = (),
+           **metadata: Any) -> Any:
     """A config or option field: its default and help text (it becomes a CLI flag).
-    ``identity=False``: it does not change results (not part of a result's setting)."""
-    return dataclasses.field(default=default,
-                             metadata={"help": help, "identity": identity, **metadata})
+    ``identity=False``: it does not change results (not part of a result's setting).
+    ``aliases``: its former names, still read from flags, overrides and stored configs (a
+    renamed field keeps them for one release)."""
+    return dataclasses.field(default=default, metadata={"help": help, "identity": identity,
+                                                        "aliases": tuple(aliases), **metadata})
 
 
 def merged_fields(classes: Sequence[type]) -> list[dataclasses.Field]:

@@ -108,8 +108,10 @@ def identity_of(data: dict) -> dict:
     out = {}
     for name, (section, f) in all_fields().items():
         source = data.get(section, {}) if section else data
-        if f.metadata.get("identity", True) and name != "seed" and name in source:
-            out[name] = source[name]
+        # under the name the file holds: a field renamed since keeps the file's hash
+        key = next((k for k in (name, *f.metadata.get("aliases", ())) if k in source), None)
+        if f.metadata.get("identity", True) and name != "seed" and key is not None:
+            out[key] = source[key]
     out.pop("train_data", None)  # resolved into the folder name instead
     return out
 

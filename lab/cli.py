@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-from lab.flags import WHAT, add_config_flags, overrides_from, unknown_flag_hint
+from lab.flags import WHAT, add_config_flags, formatter, overrides_from, unknown_flag_hint
 
 
 class Parser(argparse.ArgumentParser):
@@ -20,10 +19,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"error: {message} (`{self.prog} --help` lists the flags)\n")
-
-
-def formatter(prog: str) -> argparse.HelpFormatter:
-    return argparse.HelpFormatter(prog, max_help_position=34, width=100)
 
 
 def version() -> str:
@@ -207,93 +202,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_predictions(path: Path) -> dict[str, str]:
-    from common.jsonl import read_jsonl
-
-    out: dict[str, str] = {}
-    for lineno, row in read_jsonl(path):
-        if not isinstance(row.get("id"), str) or not isinstance(row.get("response"), str):
-            raise ValueError(f'{path}:{lineno}: expected {{"id": str, "response": str}}')
-        if row["id"] in out:
-            raise ValueError(f"{path}:{lineno}: duplicate id {row['id']!r}")
-        out[row["id"]] = row["response"]
-    return out
-
-
-def score_problems(args: argparse.Namespace, family: str) -> list[str]:
-    """What ``score`` can refuse before reading any data: an output it could not write, and
-    options of another task family."""
-    from harness.preflight import file_problem
-    from tasks.registry import FAMILY_OPTIONS
-
-    out = [p for p in [file_problem(args.output, "--output") if args.output else None] if p]
-    for fam in FAMILY_OPTIONS.names():
-        for f in fields(FAMILY_OPTIONS.get(fam)):
-            if fam != family and hasattr(args, f.name):
-                out.append(f"--{f.name.replace('_', '-')} is an option of the {fam} tasks, not "
-                           f"of {args.task!r} ({family}); drop it")
-    return out
-
-
-def cmd_score(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from harness.preflight import raise_if
-    from tasks import TASKS
-
-    registered = TASKS.get(args.task)
-    raise_if(score_problems(args, registered.family), "cannot score")
-    task_options = {f.name: getattr(args, f.name) for f in fields(cfg.TaskConfig)
-                    if hasattr(args, f.name) and f.name != "task"}
-    task = registered.configured(replace(cfg.TaskConfig(task=args.task), **task_options))
-    preds = read_predictions(Path(args.predictions))
-    if not preds:
-        raise ValueError(f"{args.predictions}: no predictions in it (expected JSONL rows "
-                         '{"id": ..., "response": ...})')
-    examples = {ex.id: ex for ex in task.load_eval(Path(args.data_dir) if args.data_dir else None)}
-    unknown = [i for i in preds if i not in examples]
-    if unknown:
-        raise ValueError(f"{len(unknown)} prediction ids are not items of task {args.task!r}, "
-                         f"e.g. {unknown[:3]}")
-    missing = [i for i in examples if i not in preds]
-    if args.partial:
-        chosen = [examples[i] for i in preds]
-        responses = [preds[ex.id] for ex in chosen]
-    else:  # a missing prediction is a wrong answer: the benchmark's score covers every item
-        chosen = list(examples.values())
-        responses = [preds.get(ex.id, "") for ex in chosen]
-    scored = task.score(chosen, responses)
-    if args.partial:
-        print(f"{args.task}: PARTIAL, {len(chosen)} of {len(examples)} items scored (--partial: "
-              f"the {len(missing)} without a prediction are left out, so this is not the "
-              "benchmark's score)")
-    elif missing:
-        print(f"{args.task}: {len(examples)} items scored; {len(missing)} have no prediction "
-              f"and count as wrong (e.g. {missing[:3]}; --partial scores only the "
-              f"{len(preds)} given)", file=sys.stderr)
-        print(f"{args.task}: {len(examples)} of {len(examples)} items scored, "
-              f"{len(missing)} of them without a prediction (counted as wrong)")
-    else:
-        print(f"{args.task}: {len(examples)} of {len(examples)} items scored")
-    scored["missing"] = missing if not args.partial else []
-    scored["partial"] = bool(args.partial)
-    for name, value in scored["metrics"].items():
-        print(f"  {name:<28} {value:.2f}" if isinstance(value, float) else f"  {name:<28} {value}")
-    problems = scored.get("problems", [])
-    if problems:
-        print(f"{len(problems)} items could not be scored fairly (counted as wrong):")
-        for problem in problems[:10]:
-            print(f"  {problem['id']}: {problem['problem']}")
-        if len(problems) > 10:
-            print(f"  ... {len(problems) - 10} more" + (" (all in --output)" if args.output
-                                                        else "; --output FILE lists them all"))
-    if args.output:
-        from harness.results import atomic_write_json
-
-        atomic_write_json(Path(args.output), scored)
-    return 0
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
     from lab.explain import explain, parse_where
 
@@ -356,18 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--plugin", dest="plugins", action="append", default=[],
                          metavar="FILE_OR_MODULE", help="import first: show its methods and "
                                                         "tasks too")
-    score = sub.add_parser("score", help="score stored generations; no model is loaded",
-                           formatter_class=formatter)
-    score.add_argument("--task", required=True)
-    score.add_argument("--predictions", required=True, help='JSONL of {"id", "response"}')
-    score.add_argument("--data-dir", default=None)
-    add_config_flags(score, only=cfg.FAMILY_FIELDS)  # read now: a plugin's families too
-    score.add_argument("--plugin", dest="plugins", action="append", default=[],
-                       metavar="FILE_OR_MODULE", help="import first: a task of your own")
-    score.add_argument("--output", default=None, help="also write the scores as JSON here")
-    score.add_argument("--partial", action="store_true",
-                       help="score only the items that have a prediction (default: every item "
-                            "of the task, a missing prediction counted as wrong)")
+    from lab import score
+
+    score.add_parser(sub)
     from lab.bench import add_parser as add_bench
 
     add_bench(sub)
@@ -425,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
               + (f" (unexpected {' '.join(extra)})" if extra else "")
               + f" (`python -m harness {args.command} --help` lists the flags)", file=sys.stderr)
         return 2
-    handlers = {"run": cmd_run, "sft": cmd_sft, "list": cmd_list, "score": cmd_score,
+    handlers = {"run": cmd_run, "sft": cmd_sft, "list": cmd_list, "score": lambda a: a.handler(a),
                 "explain": cmd_explain, "bench": lambda a: a.bench_fn(a),
                 "reproduce": lambda a: a.handler(a), "compare": lambda a: a.handler(a)}
     try:

@@ -66,6 +66,11 @@ TRL_HINTS = {
 }
 
 
+def formatter(prog: str) -> argparse.HelpFormatter:
+    """--help at 100 columns, flags in a 34-column margin."""
+    return argparse.HelpFormatter(prog, max_help_position=34, width=100)
+
+
 def type_name(t) -> str:
     """A field's type as written (``"int"``): a file without postponed annotations (a plugin)
     gives the class itself."""
@@ -122,7 +127,10 @@ def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()
         elif shown is not None:
             value = getattr(getattr(shown, section), name) if section else getattr(shown, name)
             help_text += f" [{_default_text(value)}]"
-        names = (flag, *TRL_ALIASES.get(name, ()))
+        former = tuple("--" + a.replace("_", "-") for a in f.metadata.get("aliases", ()))
+        names = (flag, *TRL_ALIASES.get(name, ()), *former)
+        if former:
+            help_text += f" (formerly {', '.join(former)}: still read, for one release)"
         kind = type_name(f.type)
         if kind == "tuple[str, ...]":
             target.add_argument(flag.rstrip("s"), dest=name, action="append",

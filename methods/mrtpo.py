@@ -36,22 +36,26 @@ PASS = "replay"  # [N, K, T] raw replay distances d_k
 class MrtpoOptions:
     mrtpo_beta: float = option(0.5, "MRTPO: allocation strength beta in w = (1-beta) + "
                                     "beta*rho; 0 is GDPO")
-    replay: str = option("loo", "MRTPO replay contexts: loo (with all vs without reward k's "
-                                "text) | single | joint (one profile)")
-    shuffle_relevance: bool = option(False, "MRTPO ablation: permute each response's relevance "
-                                            "over its tokens")
+    mrtpo_replay: str = option("loo", "MRTPO replay contexts: loo (with all vs without reward "
+                                      "k's text) | single | joint (one profile)",
+                               aliases=("replay",))
+    mrtpo_shuffle_relevance: bool = option(False, "MRTPO ablation: permute each response's "
+                                                  "relevance over its tokens",
+                                           aliases=("shuffle_relevance",))
     replay_chunk: int = chunk_option()
-    replay_all: bool = option(False, "MRTPO: also replay (response, reward) pairs without "
-                                     "within-group signal (their advantage is 0, so only the "
-                                     "diagnostics read them)")
+    mrtpo_replay_all: bool = option(False, "MRTPO: also replay (response, reward) pairs "
+                                           "without within-group signal (their advantage is 0, "
+                                           "so only the diagnostics read them)",
+                                    aliases=("replay_all",))
 
     def problems(self) -> list[str]:
         out = []
         if not 0.0 <= self.mrtpo_beta <= 1.0:
             out.append(f"mrtpo_beta is {self.mrtpo_beta}, outside [0, 1]; use --mrtpo-beta "
                        "within it")
-        if self.replay not in MODES:
-            out.append(f"unknown replay mode {self.replay!r}; use one of {', '.join(MODES)}")
+        if self.mrtpo_replay not in MODES:
+            out.append(f"unknown replay mode {self.mrtpo_replay!r}; use one of "
+                       f"{', '.join(MODES)}")
         if self.replay_chunk < 1:
             out.append(f"replay_chunk is {self.replay_chunk}; use 1 or more (128 is the "
                        "default)")
@@ -116,7 +120,7 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
                          "gdpo")
     d = batch.pass_output(PASS, "mrtpo")
     w = mrtpo_token_weights(d, batch.response_mask, options.mrtpo_beta,
-                            options.shuffle_relevance, seed=batch.step)
+                            options.mrtpo_shuffle_relevance, seed=batch.step)
     kept = kept_share(w, batch.response_mask)  # [N, K]
     replayed = ~torch.isnan(d).any(dim=-1) & (batch.response_mask.sum(dim=-1) > 0)[:, None]
     metrics = {f"alloc/{name}/kept": float(kept[:, k][replayed[:, k]].mean())
@@ -134,12 +138,12 @@ def relevance(ctx: PassContext, options) -> torch.Tensor:
     response's group, so its advantage is 0 and its weights change nothing) is not replayed:
     its row is NaN, which the allocation reads as the uniform weights (``replay_all``
     replays every pair)."""
-    mode, rewards = options.replay, ctx.reward_names
+    mode, rewards = options.mrtpo_replay, ctx.reward_names
     if mode not in MODES:
         raise ValueError(f"unknown replay mode {mode!r}; known: {', '.join(MODES)}")
     head = ctx.head()
     n, t = ctx.response_ids.shape
-    signal = torch.ones(n, len(rewards), dtype=torch.bool) if options.replay_all else \
+    signal = torch.ones(n, len(rewards), dtype=torch.bool) if options.mrtpo_replay_all else \
         ctx.signal.to(torch.bool).cpu()
     out = torch.zeros(n, len(rewards), t)
     for s in range(0, n, ctx.batch_size):

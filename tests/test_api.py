@@ -37,7 +37,7 @@ def test_run_checks_everything_before_any_work(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
     with pytest.raises(PreflightError) as err:
-        api.run(method="grpo", task="bfcl", replay="joint", eval_limit=-1,
+        api.run(method="grpo", task="bfcl", mrtpo_replay="joint", eval_limit=-1,
                 results_dir=str(tmp_path / "runs"))
     assert len(err.value.problems) == 2 and not (tmp_path / "runs").exists()
     with pytest.raises(ValueError, match="give a count >= 1"):

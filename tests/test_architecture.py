@@ -153,3 +153,9 @@ def test_the_cli_and_the_reports_take_a_seeds_paths_from_seedrun():
             if name in derived:
                 found.append(f"{rel}:{node.lineno}: {name}")
     assert found == []
+
+
+def test_no_module_is_over_400_lines():
+    long = [f"{p.relative_to(ROOT)}: {n}" for layer in LAYERS for p in (ROOT / layer).rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert long == [], f"split these (one job per module): {long}"

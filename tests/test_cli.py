@@ -191,7 +191,7 @@ def test_dry_run_shows_the_resolved_settings_and_the_verdict_and_writes_nothing(
     rc = cli.main(["run", "--method", "grpo", "--task", "bfcl", "--replay", "joint",
                    "--results-dir", str(results), "--dry-run"])
     out = capsys.readouterr().out
-    assert rc == 2 and "checks: 1 problem(s)" in out and "--replay is an option of mrtpo" in out
+    assert rc == 2 and "checks: 1 problem(s)" in out and "--mrtpo-replay is an option of mrtpo" in out
 
 
 def test_help_is_grouped_with_defaults_method_and_task_first(capsys):

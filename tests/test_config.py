@@ -44,3 +44,31 @@ def test_round_trip_through_dict():
 def test_unknown_field_fails():
     with pytest.raises(ValueError, match="unknown config field"):
         resolve("smoke", {"group_sizes": 3})
+
+
+def test_a_renamed_option_is_read_under_its_former_name_for_one_release():
+    """MRTPO's replay options carry the method's name now; flags, overrides and stored
+    configs under the former names still mean them, and folder names do not move."""
+    import hashlib
+    import json
+
+    import pytest
+
+    from harness.config import setting_name
+    from harness.results import config_hash
+
+    new = resolve("smoke", {"method": "mrtpo", "mrtpo_replay": "joint"})
+    assert resolve("smoke", {"method": "mrtpo", "replay": "joint"}) == new
+    args = cli.build_parser().parse_args(["run", "--replay", "joint", "--shuffle-relevance"])
+    assert args.mrtpo_replay == "joint" and args.mrtpo_shuffle_relevance is True
+    # a config stored before the rename reads back as the same setting, with its own hash
+    old = new.to_dict()
+    old["method"] = {("replay" if k == "mrtpo_replay" else k): v
+                     for k, v in old["method"].items()}
+    assert RunConfig.from_dict(old) == new
+    assert config_hash(old) != config_hash(new.to_dict())  # hashed under the names it holds
+    # the folder a run made before the rename is found again: hashed under the former name
+    assert setting_name(new) == "smoke-" + hashlib.sha256(
+        json.dumps({"replay": "joint"}, sort_keys=True).encode()).hexdigest()[:8]
+    with pytest.raises(ValueError, match="name one field"):
+        resolve("smoke", {"replay": "joint", "mrtpo_replay": "single"})

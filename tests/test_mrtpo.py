@@ -16,7 +16,7 @@ from methods.tokens import js_distance, js_distances, js_from_logprobs
 def relevance(model, tokenizer, examples, ids, mask, names, mode="loo"):
     """MRTPO's replay pass on responses scored by one model."""
     ctx = PolicyContext.of(model, tokenizer, examples, ids, mask, names)
-    return mrtpo.relevance(ctx, methods.options(replay=mode))
+    return mrtpo.relevance(ctx, methods.options(mrtpo_replay=mode))
 
 
 def contrast(model, tokenizer, examples, ids, mask):

@@ -152,7 +152,7 @@ def test_mrtpo_replay_equals_one_context_at_a_time():
     ctx.group = torch.tensor(rows)
     head = model.get_output_embeddings()
     for mode in ("loo", "single", "joint"):
-        got = relevance(ctx, MrtpoOptions(replay=mode))
+        got = relevance(ctx, MrtpoOptions(mrtpo_replay=mode))
         want = torch.zeros_like(got)
         for k, name in enumerate(names):
             if mode == "joint":
@@ -203,7 +203,7 @@ def test_mrtpo_skips_pairs_without_signal_and_its_advantages_do_not_change():
                                    ro.response_mask, names, temperature=0.7, batch_size=3,
                                    rewards=rewards)
             ctx.group, ctx.signal = group, signal
-            opts = methods.options(replay=mode, replay_all=replay_all)
+            opts = methods.options(mrtpo_replay=mode, mrtpo_replay_all=replay_all)
             d = relevance(ctx, opts)
             batch = RolloutBatch(rewards=rewards, reward_names=names,
                                  reward_bounds=((0.0, 1.0),) * 2, group=group,

@@ -118,3 +118,29 @@ def test_sequence_whitening_of_a_non_uniform_allocation_is_refused():
         methods.advantages("tail", batch, whiten="sequence")
     raw = methods.advantages("tail", batch, whiten="none", tail_tokens=2)
     assert torch.all(raw[:, :3] == 0) and torch.all(raw[:, 3:].abs() > 0)
+
+
+ENGINE = str(ROOT / "tests" / "plugins" / "toy_engine.py")
+
+
+def test_a_plugin_engine_is_chosen_checked_and_builds(tmp_path, capsys):
+    from harness.config import resolve
+    from harness.models import load_model, load_tokenizer
+    from harness.plugins import load_plugins
+    from harness.rollouts import ENGINES
+    from tasks import TASKS
+
+    argv = ["run", "--plugin", ENGINE, "--method", "gdpo", "--engine", "hf-unshared", *TINY,
+            "--results-dir", str(tmp_path), "--dry-run"]
+    assert cli.main(argv) == 0, capsys.readouterr().out
+    assert cli.main([*argv, "--use-gpu"]) == 2
+    assert "--engine hf-unshared samples on the CPU" in capsys.readouterr().out
+    assert cli.main([*argv, "--no-hf-share-prefill"]) == 2  # an option of the hf engine
+    assert "an option of --engine hf, not of --engine hf-unshared" in capsys.readouterr().out
+    load_plugins((ENGINE, TOY))
+    config = resolve("smoke", {"engine": "hf-unshared", "model": "tiny-random"})
+    tok = load_tokenizer("tiny-random")
+    engine = ENGINES.get("hf-unshared").build(config, "tiny-random", tok,
+                                               lambda: load_model("tiny-random"))
+    rollout = engine.generate(TASKS.get("toy").load_eval(None)[:2], n=2, max_new_tokens=4)
+    assert rollout.response_ids.shape[0] == 4

@@ -58,7 +58,7 @@ def test_folder_checks_create_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("argv, owner", [
-    (["--method", "grpo", "--replay", "joint"], "--replay is an option of mrtpo"),
+    (["--method", "grpo", "--replay", "joint"], "--mrtpo-replay is an option of mrtpo"),
     (["--method", "gdpo", "--sql-timeout", "7"], "--sql-timeout is an option of the sql tasks"),
     (["--method", "gdpo", "--judge", "http://localhost:1/v1"],
      "--judge is an option of the instruct tasks"),
@@ -74,7 +74,7 @@ def test_options_of_another_method_family_or_engine_are_refused(argv, owner, tmp
 
 
 def test_an_option_of_the_runs_own_method_passes():
-    config = resolve("smoke", {"method": "mrtpo+saw", "replay": "joint"})
+    config = resolve("smoke", {"method": "mrtpo+saw", "mrtpo_replay": "joint"})
     assert preflight.foreign_problems(config) == []
     config = resolve("smoke", {"task": "spider-mini", "sql_timeout": 5.0})
     assert preflight.foreign_problems(config) == []
@@ -95,7 +95,7 @@ def test_every_problem_is_listed_at_once(tmp_path, no_ray, capsys):
     rc, err = run(["--method", "grpo", "--task", "spider-dev", "--replay", "joint",
                    "--eval-every", "9", "--results-dir", str(blocker / "x")], capsys)
     assert rc == 2 and no_ray == []
-    for part in ("--replay is an option of mrtpo", "eval_every (9)", "--results-dir",
+    for part in ("--mrtpo-replay is an option of mrtpo", "eval_every (9)", "--results-dir",
                  "spider-dev is read from --data-dir"):
         assert part in err
 

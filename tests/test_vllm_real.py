@@ -20,10 +20,14 @@ vllm_lib = pytest.importorskip("vllm", reason="vLLM is not installed (scripts/se
 
 from harness import config as cfg  # noqa: E402
 from harness.rollouts import vllm  # noqa: E402
+from harness.rollouts import base as rollout_base  # noqa: E402
+from harness.rollouts import vllm_calls  # noqa: E402
+from harness.rollouts import vllm_sync  # noqa: E402
+from harness.rollouts import vllm_version  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.model]
 ROOT = Path(__file__).resolve().parents[1]
-BUILD = vllm.installed()[0]
+BUILD = vllm_version.installed()[0]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,7 @@ def bfcl():
     task = get_task(config)
     tok = load_tokenizer("smollm2-135m-instruct")
     examples = load_eval(task, config)
-    lengths = [len(i) for i in vllm.encode_prompts(tok, examples)]
+    lengths = [len(i) for i in rollout_base.encode_prompts(tok, examples)]
     longest = max(range(len(lengths)), key=lengths.__getitem__)
     return SimpleNamespace(config=config, task=task, tokenizer=tok, examples=examples,
                            longest=examples[longest], longest_tokens=lengths[longest])
@@ -103,8 +107,8 @@ def test_after_each_sync_the_weights_read_back_exactly_and_a_stale_one_is_caught
     stale = engine.stale(stepped.named_parameters())
     assert "model.embed_tokens.weight" in stale
     # the probe alone cannot see it: its gap moves by far less than any tolerance
-    probe = vllm.policy_logprobs(SimpleNamespace(module=stepped), engine.probe)
-    moved = abs(vllm.logprob_gap(probe, engine.prompt_logprobs(engine.probe))[0]
+    probe = vllm_sync.policy_logprobs(SimpleNamespace(module=stepped), engine.probe)
+    moved = abs(vllm_sync.logprob_gap(probe, engine.prompt_logprobs(engine.probe))[0]
                 - engine.first_probe["mean"])
     assert moved < 0.005
     engine.sync(SimpleNamespace(module=stepped))
@@ -121,10 +125,10 @@ def test_a_sync_reaches_the_repacked_linear_weights(engine, policy):
             if "proj" in n:  # only what the read-back cannot see
                 p.mul_(1.05)
     wrapped = SimpleNamespace(module=scaled)
-    before = vllm.logprob_gap(vllm.policy_logprobs(wrapped, engine.probe),
+    before = vllm_sync.logprob_gap(vllm_sync.policy_logprobs(wrapped, engine.probe),
                               engine.prompt_logprobs(engine.probe))[0]
     engine.sync(wrapped)
-    after = vllm.logprob_gap(vllm.policy_logprobs(wrapped, engine.probe),
+    after = vllm_sync.logprob_gap(vllm_sync.policy_logprobs(wrapped, engine.probe),
                              engine.prompt_logprobs(engine.probe))[0]
     assert before > 0.02 and after < engine.first_probe["mean"] + 0.01, (before, after)
     engine.sync(SimpleNamespace(module=policy))
@@ -139,12 +143,12 @@ def test_a_tied_head_follows_the_embedding_and_a_stale_head_kernel_is_caught(eng
         moved.get_input_embeddings().weight.mul_(1.05)  # SmolLM2's head is tied to it
     wrapped = SimpleNamespace(module=moved)
     engine.sync(wrapped)  # the head's kernel copy is remade after the reload
-    assert vllm.logprob_gap(vllm.policy_logprobs(wrapped, engine.probe),
+    assert vllm_sync.logprob_gap(vllm_sync.policy_logprobs(wrapped, engine.probe),
                             engine.prompt_logprobs(engine.probe))[0] \
         < engine.first_probe["mean"] + 0.01
     # without the remake the CPU build keeps the checkpoint's head: the read-back of its
     # kernel sees it (the stored parameters' read-back cannot: the embedding itself is right)
-    monkeypatch.setattr(vllm, "tied_modules", lambda model: [])
+    monkeypatch.setattr(vllm_calls, "tied_modules", lambda model: [])
     with pytest.raises(RuntimeError, match="output head computes with other weights"):
         engine.sync(SimpleNamespace(module=policy))
     monkeypatch.undo()

@@ -205,3 +205,13 @@ def head_name(module, named: Sequence[tuple[str, torch.nn.Parameter]]) -> str | 
     head = get() if get is not None else None
     weight = getattr(head, "weight", None)
     return next((n for n, p in named if p is weight), None)
+
+
+@torch.no_grad()
+def policy_logprobs(policy, ids: Sequence[int]) -> torch.Tensor:
+    """[len(ids) - 1] the training engine's log-probs of ids[1:] (temperature 1, as vLLM's
+    prompt log-probs); a forward of every rank together under ZeRO-3."""
+    device = next(policy.module.parameters()).device
+    t = torch.tensor([list(ids)], device=device)
+    logits = policy.module(input_ids=t).logits[0, :-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(1, t[0, 1:, None])[:, 0].cpu()

@@ -126,7 +126,7 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     replayed: dict[str, torch.Tensor] = {}  # mode -> distances: the control reuses loo's
     for spec in variants:
         mode, shuffled = parse_variant(spec)
-        options = replace(trainer.options, replay=mode, replay_all=True)
+        options = replace(trainer.options, mrtpo_replay=mode, mrtpo_replay_all=True)
         t0 = time.perf_counter()
         if mode not in replayed:
             with torch.no_grad():
@@ -227,7 +227,7 @@ def bench_localisation(args: argparse.Namespace) -> int:
         raise ValueError(f"--responses {args.responses} must be a multiple of the group size "
                          f"{group} (--group-size)")
     config = replace(base, seed=args.seed,
-                     method=replace(base.method, method="mrtpo", replay_all=True),
+                     method=replace(base.method, method="mrtpo", mrtpo_replay_all=True),
                      rollout=replace(base.rollout, prompts_per_step=args.responses // group))
     eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
     if config.warmstart.warm_start:

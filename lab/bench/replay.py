@@ -120,7 +120,7 @@ def time_replay(model, tok, k: int, responses: int, tokens: int, repeats: int) -
     rewards = tuple(info.reward for info in ex.verifier_info)
     _, head = base_and_head(model)
     method = methods.get(METHOD)
-    opts = methods.options(replay="loo")
+    opts = methods.options(mrtpo_replay="loo")
     ctx = PolicyContext.of(model, tok, [ex] * responses, ids, mask, rewards)
 
     def forward():
