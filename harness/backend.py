@@ -6,6 +6,8 @@ group, DeepSpeed reuses it).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import tempfile
 import uuid
@@ -37,8 +39,12 @@ def _worker_entry(loop_config: dict) -> None:
     orphan.arm()  # an orphan of a killed job stops instead of storing the seed's result
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
-    train_worker(RunConfig.from_dict(loop_config["config"]), reporter_factory=worker_reporter,
-                 checkpointer=RayCheckpointer(), run=loop_config["run"])
+    config = RunConfig.from_dict(loop_config["config"])  # loads the run's plugins first
+    # the seed's files with this config: the SeedRun was unpickled before the plugins loaded,
+    # so its config's class lacks their options
+    run = replace(loop_config["run"], config=config)
+    train_worker(config, reporter_factory=worker_reporter, checkpointer=RayCheckpointer(),
+                 run=run)
 
 
 def _sft_entry(loop_config: dict) -> None:
@@ -117,6 +123,7 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
     import ray.train
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    from harness.results import stored_config
     from harness.seedrun import RUN_NAME
 
     t = config.training
@@ -129,7 +136,10 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
         name = RUN_NAME
     trainer = TorchTrainer(
         entry,
-        train_loop_config={"config": config.to_dict(), "threads": resources["CPU"], **payload},
+        # the method section as a result stores it (the run's own method's options): a field
+        # of a plugin this driver loaded for another run would be unknown to the workers
+        train_loop_config={"config": stored_config(config), "threads": resources["CPU"],
+                           **payload},
         scaling_config=ray.train.ScalingConfig(
             num_workers=t.workers, use_gpu=t.use_gpu, resources_per_worker=resources,
             placement_strategy=t.placement_strategy),

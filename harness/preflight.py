@@ -71,10 +71,10 @@ def _changed(config: cfg.RunConfig) -> dict[str, object]:
     """Fields whose value differs from the preset's (what the user set, by flag or API)."""
     reference = cfg.resolve(config.preset, {})
     out = {}
-    for name, (section, _) in cfg.all_fields().items():
-        ours = getattr(getattr(config, section), name) if section else getattr(config, name)
-        theirs = getattr(getattr(reference, section), name) if section else \
-            getattr(reference, name)
+    for name, (section, f) in cfg.all_fields().items():
+        # a config made before a plugin registered its options lacks them: their defaults
+        ours = getattr(getattr(config, section) if section else config, name, f.default)
+        theirs = getattr(getattr(reference, section) if section else reference, name)
         if ours != theirs:
             out[name] = ours
     return out

@@ -82,7 +82,8 @@ def test_two_versions_of_a_plugin_run_through_the_cli_do_not_pool(tmp_path):
     data = json.loads(seed0.read_text())
     assert data["config"]["method"]["tail_tokens"] == 4
     assert "mrtpo_beta" not in data["config"]["method"]
-    assert data["provenance"]["fingerprint"] == provenance.fingerprint(plugins=(str(plugin),))
+    assert data["config"]["plugins"] == [str(plugin), TOY]
+    assert data["provenance"]["fingerprint"] == provenance.fingerprint(plugins=(str(plugin), TOY))
     plugin.write_text(plugin.read_text() + "\n# an edit that changes no number is other code\n")
     run("--seed-list", "1")
     rc = cli.main(["compare", str(seed0.parent)])

@@ -25,7 +25,7 @@ def method_config(config, spec: str):
     name, _, replay = spec.partition("@")
     fields = {"method": name}
     if replay:
-        fields["replay"] = replay
+        fields["mrtpo_replay"] = replay
     return replace(config, method=replace(config.method, **fields))
 
 
