@@ -85,7 +85,7 @@ def test_sql_execution_diff_is_where_the_query_differs_from_the_gold_one():
 
 
 def test_a_narrower_span_gets_a_ratio_of_its_own():
-    from methods.diagnostics import response_record
+    from methods.mrtpo.diagnostics import response_record
 
     d = torch.tensor([[0.0, 0.0, 1.0, 3.0]])  # 4 tokens, one character each
     ranges = [(0, 1), (1, 2), (2, 3), (3, 4)]

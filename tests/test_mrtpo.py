@@ -281,14 +281,14 @@ def test_opsd_alone_has_no_reward_term_and_composes_with_grpo():
 # --- diagnostics ---------------------------------------------------------------------------
 @pytest.mark.model
 def test_diagnostics_on_a_planted_profile(tokenizer):
-    from methods.diagnostics import batch_records, summarise
+    from methods.mrtpo.diagnostics import batch_records, summarise
     from tasks import TASKS
     from tasks.base import Example
 
     text = '<think> call it </think>\n<tool_call>\n{"name": "f", "parameters": {}}\n</tool_call>'
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     t = len(ids)
-    from methods.diagnostics import token_char_spans, token_mask
+    from methods.mrtpo.diagnostics import token_char_spans, token_mask
     from tasks.tools.spans import spans
 
     joined, ranges = token_char_spans(tokenizer, ids)

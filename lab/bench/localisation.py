@@ -106,7 +106,7 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     from harness.train.passes import context
     from harness.train.sample import sample
     from harness.trainer import Trainer
-    from methods.diagnostics import batch_records
+    from methods.mrtpo.diagnostics import batch_records
     from methods.mrtpo import mrtpo_token_weights, relevance
 
     trainer = Trainer(config)

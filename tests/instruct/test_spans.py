@@ -1,7 +1,7 @@
 """The characters an instruction's checker reads (Table 4), and the per-type diagnostics."""
 import torch
 
-from methods.diagnostics import response_record, summarise
+from methods.mrtpo.diagnostics import response_record, summarise
 from tasks.base import Example
 from tasks.instruct.spans import checker_span, spans
 

@@ -22,7 +22,7 @@ from methods.base import Pass, PassContext, chunk_option, no_grad, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import known_rewards, replay_messages
-from methods.diagnostics import batch_records, summarise
+from methods.mrtpo.diagnostics import batch_records, summarise
 from methods.registry import add
 from methods.tokens import js_distances
 
