@@ -145,3 +145,21 @@ def test_a_plugin_engine_is_chosen_checked_and_builds(tmp_path, capsys):
                                                lambda: load_model("tiny-random"))
     rollout = engine.generate(TASKS.get("toy").load_eval(None)[:2], n=2, max_new_tokens=4)
     assert rollout.response_ids.shape[0] == 4
+
+
+def test_a_plugin_task_is_listed_and_scored(tmp_path, capsys):
+    assert cli.main(["list", "--plugin", TOY]) == 0
+    assert "toy " in capsys.readouterr().out
+    from harness.plugins import load_plugins
+    from tasks import TASKS
+
+    load_plugins((TOY,))
+    items = TASKS.get("toy").load_eval(None)
+    preds = tmp_path / "p.jsonl"
+    # even-length answers for the first half, odd for the rest
+    preds.write_text("".join(json.dumps({"id": ex.id, "response": "ab" if i < 6 else "abc"})
+                             + "\n" for i, ex in enumerate(items)))
+    out = tmp_path / "s.json"
+    assert cli.main(["score", "--plugin", TOY, "--task", "toy", "--predictions", str(preds),
+                     "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["metrics"]["even_rate"] == pytest.approx(50.0)
