@@ -101,8 +101,6 @@ def foreign_problems(config: cfg.RunConfig, changed: dict | None = None) -> list
     with the same run without them."""
     import methods
     from harness.rollouts import ENGINES
-    from tasks import TASKS
-    from tasks.registry import FAMILY_OPTIONS
 
     changed = _changed(config) if changed is None else changed
     out = []
@@ -111,14 +109,7 @@ def foreign_problems(config: cfg.RunConfig, changed: dict | None = None) -> list
         if name in changed and name not in used:
             out.append(f"--{name.replace('_', '-')} is an option of {', '.join(owners)}, not of "
                        f"method {config.method.method!r}; drop it (or use one of those methods)")
-    family = TASKS.get(config.task.task).family
-    for fam in FAMILY_OPTIONS.names():
-        if fam == family:
-            continue
-        for f in fields(FAMILY_OPTIONS.get(fam)):
-            if f.name in changed:
-                out.append(f"--{f.name.replace('_', '-')} is an option of the {fam} tasks, not "
-                           f"of {config.task.task!r} ({family}); drop it")
+    out += family_option_problems(config.task.task, set(changed))
     engine = config.rollout.engine
     for name in ENGINES.names():
         if name == engine:
@@ -128,6 +119,18 @@ def foreign_problems(config: cfg.RunConfig, changed: dict | None = None) -> list
                 out.append(f"--{option.replace('_', '-')} is an option of --engine {name}, not "
                            f"of --engine {engine}; drop it")
     return out
+
+
+def family_option_problems(task: str, given: set[str]) -> list[str]:
+    """Options among ``given`` that belong to another task family than ``task``'s."""
+    from tasks import TASKS
+    from tasks.registry import FAMILY_OPTIONS
+
+    family = TASKS.get(task).family
+    return [f"--{f.name.replace('_', '-')} is an option of the {fam} tasks, not of {task!r} "
+            f"({family}); drop it"
+            for fam in FAMILY_OPTIONS.names() if fam != family
+            for f in fields(FAMILY_OPTIONS.get(fam)) if f.name in given]
 
 
 def schedule_problems(config: cfg.RunConfig) -> list[str]:

@@ -11,7 +11,8 @@ from pathlib import Path
 from harness import config as cfg
 from harness.assets import MissingAssetError
 
-from lab.flags import WHAT, add_config_flags, formatter, overrides_from, unknown_flag_hint
+from lab.flags import (WHAT, add_config_flags, formatter, overrides_from, plugin_entries,
+                       unknown_flag_hint)
 
 
 class Parser(argparse.ArgumentParser):
@@ -298,8 +299,7 @@ def load_plugins_first(argv: list[str] | None) -> None:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--plugin", dest="plugins", action="append", default=[])
     found, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
-    load_plugins(tuple(str(Path(p).resolve()) if p.endswith(".py") else p
-                       for p in found.plugins))
+    load_plugins(plugin_entries(found.plugins))
 
 
 def main(argv: list[str] | None = None) -> int:

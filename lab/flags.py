@@ -164,6 +164,10 @@ def overrides_from(args: argparse.Namespace) -> dict:
     known = cfg.all_fields()
     out = {k: v for k, v in vars(args).items() if k in known}
     if "plugins" in out:
-        out["plugins"] = tuple(str(Path(p).resolve()) if p.endswith(".py") else p
-                               for p in out["plugins"])
+        out["plugins"] = plugin_entries(out["plugins"])
     return out
+
+
+def plugin_entries(entries) -> tuple[str, ...]:
+    """``--plugin`` values as a run records them: files by absolute path, modules by name."""
+    return tuple(str(Path(p).resolve()) if p.endswith(".py") else p for p in entries)

@@ -27,19 +27,13 @@ def read_predictions(path: Path) -> dict[str, str]:
     return out
 
 
-def score_problems(args: argparse.Namespace, family: str) -> list[str]:
+def score_problems(args: argparse.Namespace) -> list[str]:
     """What ``score`` can refuse before reading any data: an output it could not write, and
     options of another task family."""
-    from harness.preflight import file_problem
-    from tasks.registry import FAMILY_OPTIONS
+    from harness.preflight import family_option_problems, file_problem
 
     out = [p for p in [file_problem(args.output, "--output") if args.output else None] if p]
-    for fam in FAMILY_OPTIONS.names():
-        for f in fields(FAMILY_OPTIONS.get(fam)):
-            if fam != family and hasattr(args, f.name):
-                out.append(f"--{f.name.replace('_', '-')} is an option of the {fam} tasks, not "
-                           f"of {args.task!r} ({family}); drop it")
-    return out
+    return out + family_option_problems(args.task, set(vars(args)))
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -49,7 +43,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tasks import TASKS
 
     registered = TASKS.get(args.task)
-    raise_if(score_problems(args, registered.family), "cannot score")
+    raise_if(score_problems(args), "cannot score")
     task_options = {f.name: getattr(args, f.name) for f in fields(cfg.TaskConfig)
                     if hasattr(args, f.name) and f.name != "task"}
     task = registered.configured(replace(cfg.TaskConfig(task=args.task), **task_options))
