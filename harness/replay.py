@@ -75,6 +75,14 @@ def _continuation_mask(valid: Sequence[int], width: int, past: int,
 def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[dict]]],
                              response_ids: torch.Tensor, response_mask: torch.Tensor,
                              families: Optional[Sequence] = None) -> list[torch.Tensor]:
+    """:func:`variant_states` without gradient."""
+    return variant_states(model, tokenizer, variants, response_ids, response_mask, families)
+
+
+def variant_states(model, tokenizer, variants: Sequence[Sequence[list[dict]]],
+                   response_ids: torch.Tensor, response_mask: torch.Tensor,
+                   families: Optional[Sequence] = None, leaves: Optional[list] = None
+                   ) -> list[torch.Tensor]:
     """One [N, T, H] tensor per variant c: the final hidden states whose next-token
     predictions are the response tokens when response n follows chat ``variants[c][n]``
     (rendered with the generation prompt); zeros past a response's end, and for a pair whose
@@ -89,6 +97,12 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
     prompt they share and each context are computed once, not once per response and variant.
     Every response token attends to exactly its own context and its own earlier tokens, so its
     state is the one a separate ``[context | response]`` row gives (up to float rounding).
+
+    ``leaves``: a list to receive, per family, ``(leaf, pairs)``: the response tokens of
+    stage (3) enter as input embeddings ``leaf`` [B, width, H] that require gradient (row b is
+    ``pairs[b] = (variant, response)``, column j its token j), so the states depend on them
+    with gradient (stages (1) and (2), which do not depend on the responses, stay without);
+    None: token ids, as the caller's grad mode has it.
 
     Shapes: C variants, N responses, T response width, H hidden size; per family, D distinct
     contexts sharing a prefix of P tokens, branches of at most Lb tokens, B = C x its rows.
@@ -119,20 +133,22 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
         # keep >= 1 token of each context out of the prefix: its state predicts token 0
         p = min(common_prefix_length(contexts), min(len(x) for x in contexts) - 1)
         cache = DynamicCache(config=base.config)
-        if p:  # (1) the shared prefix
-            base(input_ids=torch.tensor([contexts[0][:p]], device=device),
-                 past_key_values=cache, use_cache=True)
-            cache.batch_repeat_interleave(len(contexts))
-        # (2) the branches, right-padded, each seeing the prefix
-        branch = [len(x) - p for x in contexts]
-        lb = max(branch)
-        b_ids = torch.full((len(contexts), lb), pad, dtype=torch.long)
-        for d, x in enumerate(contexts):
-            b_ids[d, :branch[d]] = torch.tensor(x[p:])
-        mask = _continuation_mask(branch, lb, p, [[(0, p)]] * len(contexts), dtype)
-        h_branch = base(input_ids=b_ids.to(device), attention_mask=mask.to(device),
-                        position_ids=torch.arange(p, p + lb, device=device).expand(len(contexts), -1),
-                        past_key_values=cache, use_cache=True).last_hidden_state
+        with torch.no_grad():  # the contexts do not depend on the responses
+            if p:  # (1) the shared prefix
+                base(input_ids=torch.tensor([contexts[0][:p]], device=device),
+                     past_key_values=cache, use_cache=True)
+                cache.batch_repeat_interleave(len(contexts))
+            # (2) the branches, right-padded, each seeing the prefix
+            branch = [len(x) - p for x in contexts]
+            lb = max(branch)
+            b_ids = torch.full((len(contexts), lb), pad, dtype=torch.long)
+            for d, x in enumerate(contexts):
+                b_ids[d, :branch[d]] = torch.tensor(x[p:])
+            mask = _continuation_mask(branch, lb, p, [[(0, p)]] * len(contexts), dtype)
+            h_branch = base(input_ids=b_ids.to(device), attention_mask=mask.to(device),
+                            position_ids=torch.arange(p, p + lb, device=device).expand(
+                                len(contexts), -1),
+                            past_key_values=cache, use_cache=True).last_hidden_state
         # (3) each response after its context: its tokens but the last (whose state predicts
         # nothing in the response)
         width = max(lengths[i] for i in rows) - 1
@@ -147,7 +163,13 @@ def response_hidden_variants(model, tokenizer, variants: Sequence[Sequence[list[
             # the prefix and its own context's branch
             mask = _continuation_mask(valid, width, p + lb,
                                       [[(0, p + branch[d])] for d in which], dtype)
-            h_resp = base(input_ids=r_ids.to(device), attention_mask=mask.to(device),
+            inputs: dict = {"input_ids": r_ids.to(device)}
+            if leaves is not None:
+                with torch.no_grad():
+                    embedded = base.get_input_embeddings()(r_ids.to(device))
+                inputs = {"inputs_embeds": embedded.detach().requires_grad_(True)}
+                leaves.append((inputs["inputs_embeds"], pairs))
+            h_resp = base(**inputs, attention_mask=mask.to(device),
                           position_ids=positions.to(device), past_key_values=cache,
                           use_cache=True).last_hidden_state
         for b, (c, i) in enumerate(pairs):
@@ -251,3 +273,15 @@ class PolicyContext:
 
     def head(self, model: str = "policy") -> torch.nn.Module:
         return base_and_head(self.model(model))[1]
+
+    def embeddings(self, model: str = "policy") -> torch.nn.Module:
+        return base_and_head(self.model(model))[0].get_input_embeddings()
+
+    def input_gradients(self, variants: Sequence[Sequence[list[dict]]], rows: Sequence[int],
+                        objective: Callable, model: str = "policy") -> tuple[list, Any]:
+        from harness.gradients import response_input_gradients
+
+        rows = list(rows)
+        return response_input_gradients(self.model(model), self.tokenizer, variants,
+                                        self.response_ids[rows], self.response_mask[rows],
+                                        objective, families=self.group[rows].tolist())

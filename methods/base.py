@@ -111,6 +111,17 @@ class PassContext(Protocol):
     def head(self, model: str = "policy") -> torch.nn.Module:
         """The LM head (hidden -> logits) of ``model``."""
 
+    def embeddings(self, model: str = "policy") -> torch.nn.Module:
+        """The input embedding (token ids -> [.., H]) of ``model``."""
+
+    def input_gradients(self, variants: Sequence[Sequence[list[dict]]], rows: Sequence[int],
+                        objective: Callable, model: str = "policy") -> tuple[list, Any]:
+        """One backward: ``objective(states)`` -> (scalar, aux), with ``states`` as
+        ``hidden_variants(variants, rows, model)`` but with gradient with respect to the
+        response tokens' input embeddings; returns (C tensors [len(rows), T, H]: the scalar's
+        gradient at each response token's embedding in each variant, 0 at a response's last
+        token; aux). The model's weights get no gradient."""
+
 
 @dataclass(frozen=True)
 class Pass:

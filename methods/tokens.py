@@ -82,3 +82,36 @@ def token_logprobs_from_hidden(hidden: torch.Tensor, tokens: torch.Tensor, head,
         picked = logits.gather(-1, tokens[:, s:s + chunk, None].to(logits.device)).squeeze(-1)
         out[:, s:s + chunk] = (picked - torch.logsumexp(logits, dim=-1)).cpu()
     return out
+
+
+def logprob_gradients(hidden: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor, head,
+                      null: torch.Tensor, temperature: float = 1.0, chunk: int = 128
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities and their gradient with respect to the states, a chunk at a
+    time (the head's own backward only: ``hidden`` is read detached).
+
+    Args:
+        hidden: [N, T, H] states; position t predicts ``tokens[:, t]``.
+        tokens: [N, T] long; mask: [N, T] {0, 1}.
+        null: [V] a distribution over the vocabulary (one-hot: a token; uniform: the mean).
+    Returns: ``lp`` [N, T] ``log p(tokens_t)``, ``lq`` [N, T] ``sum_v null_v log p(v)`` and
+        ``g`` [N, T, H] ``d lp_t / d hidden_t`` (with ``p = softmax(head(h) / temperature)``),
+        all 0 where ``mask`` is 0.
+    """
+    n, t, h = hidden.shape
+    lp = torch.zeros(n, t)
+    lq = torch.zeros(n, t)
+    g = torch.zeros(n, t, h, dtype=hidden.dtype, device=hidden.device)
+    m = mask.to(torch.float32)
+    for s in range(0, t, chunk):
+        with torch.enable_grad():
+            part = hidden[:, s:s + chunk].detach().requires_grad_(True)
+            logs = torch.log_softmax(head(part).float() / temperature, dim=-1)
+            picked = logs.gather(-1, tokens[:, s:s + chunk, None].to(logs.device)).squeeze(-1)
+            picked = picked * m[:, s:s + chunk].to(picked.device)
+            g[:, s:s + chunk] = torch.autograd.grad(picked.sum(), part)[0]
+        with torch.no_grad():
+            lp[:, s:s + chunk] = picked.detach().cpu()
+            expected = (logs.detach() * null.to(logs.device)).sum(dim=-1)
+            lq[:, s:s + chunk] = (expected * m[:, s:s + chunk].to(expected.device)).cpu()
+    return lp, lq, g

@@ -40,10 +40,14 @@ def make(rewards=R, group=GROUP, lengths=None, bounds=BOUNDS, width=None, releva
     evidence = torch.stack([torch.randn(n, width, generator=g), torch.rand(n, width, generator=g),
                             (torch.arange(n) % 2 == 0).float()[:, None].expand(n, width)], 1)
     evidence = evidence * mask[:, None, :]
+    # P2T's attribution pass: signed influences, one response's row not computed (NaN)
+    influence = torch.randn(n, k, width, generator=torch.Generator().manual_seed(n + 11))
+    influence = influence * mask[:, None, :]
+    influence[0, 0] = float("nan")
     return RolloutBatch(rewards=r, reward_names=tuple(f"r{i}" for i in range(k)),
                         reward_bounds=bounds, group=torch.tensor(group), response_mask=mask,
                         passes={"replay": relevance, "counterfactual": contrast[:, None, :],
-                                "evidence": evidence},
+                                "evidence": evidence, "attribution": influence},
                         step=3, total_steps=10)
 
 

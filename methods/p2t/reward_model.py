@@ -1,0 +1,233 @@
+"""P2T with a reward model, the paper's setting (read from stonewst/P2T: p2t_attribution.py,
+p2t_scorer.py, p2t_align.py; docs/methods.md).
+
+A response is split into steps at ``--p2t-separator``; the reward model reads the prompt and
+the steps:
+
+* a **token classifier** (a process reward model) reads the steps joined by
+  ``--p2t-step-token`` with the token after each step, and scores step s at that token, from
+  its two logits (or one);
+* a **sequence classifier** reads the whole response as one step and scores it once.
+
+Per step: the reward ``R_s = p = softmax(z)_pos`` (``sigmoid(z)`` for one logit; ``2p - 1``
+with ``--p2t-reward-scale signed``) and the differentiated scalar ``S_s`` (``z_pos - z_neg``,
+``p`` or ``log p``). One backward of ``sum_s S_s`` over the batch (``--p2t-backward single``)
+or one per step index (``per_step``) gives ``I_i = dS/de_i . (e_i - e_null)`` on the reward
+model's tokens of each step (the step tokens and the prompt excluded). The influences move to
+the policy's tokens through characters (an overlap-weighted mean over the reward model's tokens
+that share characters with a policy token in the same step); a policy token in no step (inside
+a separator) joins the step before it with influence 0. Per step, on the policy's tokens:
+``flat = R_s`` and ``redistributed = N_s * R_s * softmax(I / tau)``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from common.lazy import lazy
+
+from methods.mrtpo.diagnostics import token_char_spans
+
+torch = lazy("torch", globals())  # imported on first use: common/lazy.py
+
+_LOADED: dict[str, tuple] = {}  # one reward model per path and process
+
+
+def load(path: str) -> tuple[Any, Any, str]:
+    """(model, tokenizer, ``token`` | ``sequence``) from an HF folder, frozen, float32, read
+    once per process."""
+    key = os.path.abspath(path)
+    if key in _LOADED:
+        return _LOADED[key]
+    from transformers import (AutoConfig, AutoModelForSequenceClassification,
+                              AutoModelForTokenClassification, AutoTokenizer)
+
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    arch = (getattr(config, "architectures", None) or [""])[0]
+    if arch.endswith("ForTokenClassification"):
+        cls, kind = AutoModelForTokenClassification, "token"
+    elif arch.endswith("ForSequenceClassification"):
+        cls, kind = AutoModelForSequenceClassification, "sequence"
+    else:
+        raise ValueError(f"--p2t-reward-model {path}: architecture {arch or 'unknown'!r} is "
+                         "neither a token nor a sequence classifier; give a folder saved from "
+                         "an AutoModelForTokenClassification (a process reward model) or an "
+                         "AutoModelForSequenceClassification")
+    if config.num_labels not in (1, 2):
+        raise ValueError(f"--p2t-reward-model {path}: {config.num_labels} labels; P2T reads "
+                         "two (negative, positive) or one (a score)")
+    model = cls.from_pretrained(path, local_files_only=True, dtype=torch.float32).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)  # attribution differentiates the inputs, never the weights
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if not getattr(tok, "is_fast", False):
+        raise ValueError(f"--p2t-reward-model {path}: its tokenizer is not a fast tokenizer; "
+                         "P2T needs character offsets (save a tokenizer.json with it)")
+    _LOADED[key] = (model, tok, kind)
+    return _LOADED[key]
+
+
+def scalars(z: torch.Tensor, target: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """[..., C] logits (C = 2: negative, positive; C = 1: a score) -> (reward ``p`` [...],
+    the differentiated scalar ``S`` [...]: logit_diff | prob | logprob)."""
+    if z.shape[-1] == 1:
+        diff = z[..., 0]
+        logp = torch.nn.functional.logsigmoid(diff)
+    else:
+        diff = z[..., 1] - z[..., 0]
+        logp = torch.log_softmax(z, dim=-1)[..., 1]
+    p = logp.exp()
+    return p, {"logit_diff": diff, "prob": p, "logprob": logp}[target]
+
+
+def reward_input(tok, kind: str, messages: Sequence[dict], steps: list[str], step_token: str
+                 ) -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int]], list[int]]:
+    """The reward model's tokens of (prompt, steps): (ids, each token's character range in
+    the rendered conversation, each step's range there, the index of each step's scoring
+    token; for a sequence classifier the last token)."""
+    content = step_token.join(steps) + step_token if kind == "token" else steps[0]
+    chat = [dict(m) for m in messages] + [{"role": "assistant", "content": content}]
+    if getattr(tok, "chat_template", None):
+        conversation = tok.apply_chat_template(chat, tokenize=False)
+    else:
+        conversation = "\n\n".join(m["content"] for m in chat)
+    start = conversation.rfind(content)
+    if start < 0:
+        raise ValueError("the reward model's chat template changes the response; P2T needs it "
+                         "verbatim in the rendered conversation")
+    enc = tok(conversation, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], [tuple(o) for o in enc["offset_mapping"]]
+    spans, pos = [], start
+    for s in steps:
+        spans.append((pos, pos + len(s)))
+        pos += len(s) + (len(step_token) if kind == "token" else 0)
+    if kind == "sequence":
+        return ids, offsets, spans, [len(ids) - 1]
+    step_id = tok.convert_tokens_to_ids(step_token)
+    scored = []
+    for _, end in spans:
+        j = next((j for j, o in enumerate(offsets) if o[0] == end and ids[j] == step_id), None)
+        if j is None:
+            raise ValueError(f"the reward model does not read {step_token!r} as one token "
+                             "after a step; give its step token with --p2t-step-token")
+        scored.append(j)
+    return ids, offsets, spans, scored
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> int:
+    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+def to_policy(ranges: list[tuple[int, int]], resp_spans: list[tuple[int, int]],
+              conv_spans: list[tuple[int, int]], offsets, influence: list[float]
+              ) -> tuple[list[int], list[float]]:
+    """Each policy token's step (by character overlap; in none: the step before) and its
+    influence: the overlap-weighted mean of the reward model's tokens in that step."""
+    mapped = []  # (lo, hi in the response, step, influence)
+    for (c0, c1), infl in zip(offsets, influence):
+        for k, (a, b) in enumerate(conv_spans):
+            if _overlap((c0, c1), (a, b)) > 0:
+                shift = resp_spans[k][0] - a
+                mapped.append((max(c0, a) + shift, min(c1, b) + shift, k, infl))
+                break
+    steps, values = [], []
+    for r in ranges:
+        best = max(range(len(resp_spans)), key=lambda k: _overlap(r, resp_spans[k]))
+        if _overlap(r, resp_spans[best]) == 0:
+            before = [k for k, (_, hi) in enumerate(resp_spans) if hi <= r[0]]
+            steps.append(before[-1] if before else 0)
+            values.append(0.0)
+            continue
+        num = den = 0.0
+        for lo, hi, k, infl in mapped:
+            if k == best:
+                ov = _overlap(r, (lo, hi))
+                num, den = num + infl * ov, den + ov
+        steps.append(best)
+        values.append(num / den if den else 0.0)
+    return steps, values
+
+
+def token_rewards(ctx, options) -> torch.Tensor:
+    """[n, 2, T]: per policy token, its step's reward ``R_s`` (flat) and ``N_s R_s
+    softmax_s(I / tau)`` (redistributed); one forward and one backward (``single``) per slice
+    of responses."""
+    from methods.p2t import null_distribution, null_embedding
+
+    model, tok, kind = load(options.p2t_reward_model)
+    embed = model.get_input_embeddings()
+    e_null = null_embedding(embed, null_distribution(options.p2t_null, embed.num_embeddings,
+                                                     tok))
+    n, t = ctx.response_ids.shape
+    out = torch.zeros(n, 2, t)
+    special = set(ctx.tokenizer.all_special_ids or [])
+    for s in range(0, n, ctx.batch_size):
+        items = []  # (row, kept positions, ranges, resp spans, reward input)
+        for i in range(s, min(n, s + ctx.batch_size)):
+            ids = ctx.response_ids[i, :int(ctx.response_mask[i].sum())].tolist()
+            keep = [j for j, x in enumerate(ids) if x not in special]
+            text, ranges = token_char_spans(ctx.tokenizer, [ids[j] for j in keep])
+            if not text.strip():
+                continue
+            steps = text.split(options.p2t_separator) if kind == "token" else [text]
+            resp, pos = [], 0
+            for st in steps:
+                resp.append((pos, pos + len(st)))
+                pos += len(st) + len(options.p2t_separator)
+            items.append((i, keep, ranges, resp, reward_input(
+                tok, kind, ctx.examples[i].messages, steps, options.p2t_step_token)))
+        if items:
+            _score(model, tok, embed, e_null, items, options, out)
+    return out
+
+
+def _score(model, tok, embed, e_null, items, options, out) -> None:
+    """One slice: a left-padded batch through the reward model, its backward(s), and the
+    token rewards written into ``out`` at the policy's positions."""
+    width = max(len(x[4][0]) for x in items)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    ids = torch.full((len(items), width), pad, dtype=torch.long)
+    attn = torch.zeros(len(items), width, dtype=torch.long)
+    for b, item in enumerate(items):
+        row = item[4][0]
+        ids[b, width - len(row):] = torch.tensor(row)
+        attn[b, width - len(row):] = 1
+    shift = [width - len(item[4][0]) for item in items]
+    positions = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    with torch.no_grad():
+        base = embed(ids).float()
+    leaf = base.clone().requires_grad_(True)
+    with torch.enable_grad():
+        logits = model(inputs_embeds=leaf, attention_mask=attn, position_ids=positions).logits
+        per_step = []  # (batch row, step, reward, scalar)
+        for b, item in enumerate(items):
+            for k, j in enumerate(item[4][3]):
+                z = logits[b] if logits.dim() == 2 else logits[b, shift[b] + j]
+                p, s = scalars(z.float(), options.p2t_target)
+                per_step.append((b, k, float(p.detach()), s))
+        grads = {}
+        if options.p2t_backward == "single":
+            g = torch.autograd.grad(sum(x[3] for x in per_step), leaf)[0]
+            grads = {k: g for k in {x[1] for x in per_step}}
+        else:
+            last = max(x[1] for x in per_step)
+            for k in range(last + 1):
+                chosen = [x[3] for x in per_step if x[1] == k]
+                grads[k] = torch.autograd.grad(sum(chosen), leaf, retain_graph=k < last)[0]
+    diff = base - e_null.to(base.dtype)
+    for b, (i, keep, ranges, resp, (rm_ids, offsets, conv, _)) in enumerate(items):
+        infl = []  # the reward model's tokens in a step (the step tokens lie between steps)
+        for j in range(len(rm_ids)):
+            k = next((k for k, c in enumerate(conv) if _overlap(offsets[j], c) > 0), None)
+            infl.append(0.0 if k is None else
+                        float((grads[k][b, shift[b] + j] * diff[b, shift[b] + j]).sum()))
+        steps, values = to_policy(ranges, resp, conv, offsets, infl)
+        rewards = {k: r for bb, k, r, _ in per_step if bb == b}
+        for k in set(steps):
+            idx = [j for j, st in enumerate(steps) if st == k]
+            r = rewards[k] if options.p2t_reward_scale == "null" else 2.0 * rewards[k] - 1.0
+            w = torch.softmax(torch.tensor([values[j] for j in idx]) / options.p2t_temperature,
+                              dim=0)
+            pos = torch.tensor([keep[j] for j in idx])
+            out[i, 0, pos] = r
+            out[i, 1, pos] = len(idx) * r * w

@@ -1,0 +1,201 @@
+"""P2T: the weights and the allocation on hand-computed numbers, the one-backward estimator
+against finite differences and exact token replacement, and the reward-model variant."""
+import math
+
+import pytest
+import torch
+
+import methods
+from harness.models import load_model, load_tokenizer
+from harness.replay import PolicyContext
+from methods import RolloutBatch
+from methods.p2t import P2tOptions, step_weights, verifier_influence
+from tasks.base import Example, VerifierInfo
+
+
+# --- weights and allocation ----------------------------------------------------------------
+def test_step_weights_hand_computed():
+    # I = [0, ln 2, ln 4] (tau 1) -> softmax [1, 2, 4] / 7; N = 3 valid tokens (the 4th is
+    # padding): N softmax = [3, 6, 12] / 7; alpha 1, omega 0.6 -> (1 + 0.6 N softmax) / 1.6
+    infl = torch.tensor([[[0.0, math.log(2), math.log(4), 9.0]], [[float("nan")] * 4]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    w = step_weights(infl, mask, 1.0, 1.0, 0.6)
+    expected = [(1 + 0.6 * 3 / 7) / 1.6, (1 + 0.6 * 6 / 7) / 1.6, (1 + 0.6 * 12 / 7) / 1.6, 0]
+    assert torch.allclose(w[0, 0], torch.tensor(expected), atol=1e-6)
+    assert w[0, 0, :3].mean().item() == pytest.approx(1.0)
+    assert w[1, 0].tolist() == [1.0, 1.0, 0.0, 0.0]  # not computed: uniform (GDPO)
+    # temperature 2 halves the logits: softmax of [0, ln 2 / 2, ln 4 / 2] = [1, 1.414, 2] / 4.414
+    w2 = step_weights(infl, mask, 2.0, 0.0, 1.0)
+    s = 1 + math.sqrt(2) + 2
+    assert torch.allclose(w2[0, 0, :3], torch.tensor([3 / s, 3 * math.sqrt(2) / s, 6 / s]),
+                          atol=1e-6)
+
+
+def _batch(influence, rewards, group, mask):
+    return RolloutBatch(rewards=torch.tensor(rewards), reward_names=("a", "b"),
+                        reward_bounds=((0.0, 1.0),) * 2, group=torch.tensor(group),
+                        response_mask=torch.tensor(mask), passes={"attribution": influence},
+                        step=0, total_steps=1)
+
+
+def test_p2t_allocation_hand_computed_and_omega_zero_is_gdpo():
+    # one group of two responses; reward a: [1, 0] -> A = [0.707107, -0.707107] (unbiased std
+    # 0.707107 + eps 1e-6); reward b constant -> A = 0. GDPO's contrib = A (lambda 1).
+    infl = torch.tensor([[[0.0, math.log(3)], [5.0, -5.0]], [[math.log(3), 0.0], [0.0, 0.0]]])
+    b = _batch(infl, [[1.0, 1.0], [0.0, 1.0]], [0, 0], [[1, 1], [1, 1]])
+    out = methods.compute("p2t", b, methods.options(whiten="none", p2t_coef=1.0,
+                                                    p2t_flat_coef=0.0))
+    # response 0: softmax [1, 3] / 4, N = 2 -> w = [0.5, 1.5]; response 1: [1.5, 0.5]
+    a = 1 / math.sqrt(2) * (1 - 1e-6 * math.sqrt(2))
+    assert torch.allclose(out.scores, torch.tensor([[0.5 * a, 1.5 * a], [-1.5 * a, -0.5 * a]]),
+                          atol=1e-5)
+    assert out.metrics["alloc/a/kept"] == pytest.approx(0.75, abs=1e-6)
+    for whiten in ("token", "none"):
+        gdpo = methods.advantages("gdpo", b, whiten=whiten)
+        assert torch.allclose(methods.advantages("p2t", b, whiten=whiten, p2t_coef=0.0), gdpo)
+    assert torch.allclose(methods.advantages("p2t+saw", b, p2t_coef=0.0),
+                          methods.advantages("gdpo+saw", b))
+    with pytest.raises(ValueError, match="sequence whitening"):
+        methods.advantages("p2t", b, whiten="sequence")
+
+
+def test_p2t_options_are_checked_with_their_flags(tmp_path):
+    bad = P2tOptions(p2t_temperature=0.0, p2t_null="zero", p2t_coef=-1.0,
+                     p2t_reward_model=str(tmp_path))
+    text = " ".join(bad.problems())
+    assert "--p2t-temperature" in text and "--p2t-null" in text and "--p2t-coef" in text
+    assert "no config.json" in text
+    assert P2tOptions().problems() == []
+
+
+# --- the verifier-information estimator ----------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    tok = load_tokenizer("tiny-random")
+    return load_model("tiny-random", seed=3), tok
+
+
+def _example():
+    style = "Answer briefly."
+    return Example(id="e", reference="", messages=(
+        {"role": "user", "content": f"Name a colour. {style}"},),
+        verifier_info=(VerifierInfo("a", style, False), VerifierInfo("b", "Say: blue.", True)))
+
+
+def _reference_ll(model, tok, messages, response, replace_at=None, toward=None, eps=0.0):
+    """Log-likelihood of ``response`` after ``messages`` by a plain forward of the whole
+    sequence; the input embedding of response token ``replace_at`` moved by ``eps`` toward
+    ``toward`` (as input only)."""
+    text = tok.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+    ctx = tok(text, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([ctx + response])
+    with torch.no_grad():
+        emb = model.get_input_embeddings()(ids).clone()
+        if replace_at is not None:
+            p = len(ctx) + replace_at
+            emb[0, p] = emb[0, p] + eps * (toward - emb[0, p])
+        logits = model(inputs_embeds=emb).logits[0, len(ctx) - 1:-1].double()
+    lsm = torch.log_softmax(logits, dim=-1)
+    return lsm, float(lsm.gather(1, torch.tensor(response)[:, None]).sum())
+
+
+def _correlation_with_exact_replacement(model, tok) -> float:
+    """Checks the estimate against a plain forward (the input-role term equals the
+    finite-difference derivative toward the null embedding; the target-role term is exact)
+    and returns its correlation with the exact replacement of each token by the pad token."""
+    from methods.contexts import replay_messages
+
+    ex = _example()
+    g = torch.Generator().manual_seed(0)
+    response = torch.randint(5, len(tok) - 1, (7,), generator=g).tolist()
+    ids = torch.tensor([response])
+    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["a", "b"])
+    infl = verifier_influence(ctx, methods.options(p2t_contexts="loo"))
+    assert infl.shape == (1, 2, 7) and torch.isfinite(infl).all()
+    pad = tok.pad_token_id
+    e_pad = model.get_input_embeddings().weight[pad].detach()
+    full = replay_messages(ex, {"a", "b"})
+    exact, first_order = [], []
+    for k, name in enumerate(["a", "b"]):
+        without = replay_messages(ex, {"a", "b"} - {name})
+        (lw, rw), (lo, ro) = (_reference_ll(model, tok, full, response),
+                              _reference_ll(model, tok, without, response))
+        for t in range(7):
+            eps = 1e-3
+            fd = 0.0
+            if t < 6:  # the last token is no one's input
+                _, rw_e = _reference_ll(model, tok, full, response, t, e_pad, eps)
+                _, ro_e = _reference_ll(model, tok, without, response, t, e_pad, eps)
+                fd = -((rw_e - ro_e) - (rw - ro)) / eps
+            target = (lw[t, response[t]] - lo[t, response[t]]) - (lw[t, pad] - lo[t, pad])
+            assert infl[0, k, t].item() == pytest.approx(fd + float(target), rel=2e-2,
+                                                          abs=2e-5)
+            replaced = response[:t] + [pad] + response[t + 1:]
+            exact.append((rw - ro) - (_reference_ll(model, tok, full, replaced)[1]
+                                      - _reference_ll(model, tok, without, replaced)[1]))
+            first_order.append(infl[0, k, t].item())
+    return torch.corrcoef(torch.tensor([exact, first_order]))[0, 1].item()
+
+
+def test_influence_is_the_first_order_change_and_tracks_exact_replacement(tiny):
+    """On tiny-random as is and with its embeddings drawn to a tenth of their spread around
+    their mean (so that replacing a token is a small, nearly linear move): the estimate is
+    the first-order change in both, and follows the exact replacement closely in the
+    near-linear one (measured: r = 0.74 as is, 0.98 near-linear)."""
+    model, tok = tiny
+    r_as_is = _correlation_with_exact_replacement(model, tok)
+    near = load_model("tiny-random", seed=3)
+    with torch.no_grad():
+        w = near.get_input_embeddings().weight
+        w.copy_(w.mean(dim=0) + 0.1 * (w - w.mean(dim=0)))
+    r_near = _correlation_with_exact_replacement(near, tok)
+    assert r_near > 0.95 and r_near > r_as_is, (r_near, r_as_is)
+
+
+def test_one_backward_per_slice_and_no_signal_is_not_computed(tiny, monkeypatch):
+    import harness.gradients as gradients
+
+    model, tok = tiny
+    calls = []
+    real = gradients.response_input_gradients
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gradients, "response_input_gradients", counted)
+    ids = torch.randint(5, 200, (4, 6), generator=torch.Generator().manual_seed(1))
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 6, [1] * 3 + [0] * 3])
+    ctx = PolicyContext.of(model, tok, [_example()] * 4, ids, mask, ["a", "b"], batch_size=2)
+    ctx.group = torch.tensor([0, 0, 1, 1])
+    ctx.signal = torch.tensor([[True, True], [True, False], [False, False], [False, False]])
+    before = [p.requires_grad for p in model.parameters()]
+    infl = verifier_influence(ctx, methods.options())
+    assert len(calls) == 1  # the second slice has no signal: not computed
+    assert [p.requires_grad for p in model.parameters()] == before
+    assert all(p.grad is None for p in model.parameters())
+    assert torch.isnan(infl[1, 1]).all() and torch.isnan(infl[2:]).all()
+    assert torch.isfinite(infl[0]).all() and torch.isfinite(infl[1, 0]).all()
+    assert (infl[1, 0, 4:] == 0).all() and (infl[1, 0, :4] != 0).any()  # padding: 0
+
+
+def test_planted_signal_the_code_word_gets_the_credit():
+    """SmolLM2 copies a code word only the privileged verifier text holds: reward "code"'s
+    influence peaks inside the code word (where the text explains the response)."""
+    tok = load_tokenizer("smollm2-135m-instruct")
+    model = load_model("smollm2-135m-instruct")
+    style = "Answer in one short sentence."
+    ex = Example(id="p", reference="", messages=(
+        {"role": "user", "content": f"What is the access code? {style}"},),
+        verifier_info=(VerifierInfo("style", style, False),
+                       VerifierInfo("code", "The access code is QX7-ZEBRA-4412.", True)))
+    before = tok("The access code is", add_special_tokens=False)["input_ids"]
+    code = tok(" QX7-ZEBRA-4412", add_special_tokens=False)["input_ids"]
+    after = tok(".", add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([before + code + after])
+    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["style", "code"])
+    w = methods.p2t.profile(verifier_influence(ctx, methods.options()), ctx.response_mask,
+                            methods.options())
+    span = range(len(before), len(before) + len(code))
+    assert int(w[0, 1].argmax()) in span
+    assert w[0, 1, span.start:span.stop].sum() > 0.5 * w[0, 1].sum()
