@@ -149,6 +149,7 @@ def test_influence_is_the_first_order_change_and_tracks_exact_replacement(tiny):
         w = near.get_input_embeddings().weight
         w.copy_(w.mean(dim=0) + 0.1 * (w - w.mean(dim=0)))
     r_near = _correlation_with_exact_replacement(near, tok)
+    print(f"verifier information: r with exact replacement {r_as_is} as is, {r_near} near-linear")
     assert r_near > 0.95 and r_near > r_as_is, (r_near, r_as_is)
 
 
@@ -199,3 +200,133 @@ def test_planted_signal_the_code_word_gets_the_credit():
     span = range(len(before), len(before) + len(code))
     assert int(w[0, 1].argmax()) in span
     assert w[0, 1, span.start:span.stop].sum() > 0.5 * w[0, 1].sum()
+
+
+# --- the reward-model variant --------------------------------------------------------------
+STEP = "<extra_0>"
+
+
+def _reward_model(folder, kind, tok, shrink=1.0, labels=2):
+    """A tiny random token (process) or sequence classifier with the policy's tokenizer plus
+    the step token, saved as an HF folder."""
+    from transformers import LlamaForSequenceClassification, LlamaForTokenClassification
+
+    from harness.models import tiny_random_config
+
+    tok = __import__("copy").deepcopy(tok)
+    tok.add_special_tokens({"additional_special_tokens": [STEP]})
+    config = tiny_random_config(len(tok))
+    config.num_labels, config.pad_token_id = labels, tok.pad_token_id
+    torch.manual_seed(5)
+    cls = LlamaForTokenClassification if kind == "token" else LlamaForSequenceClassification
+    model = cls(config)
+    with torch.no_grad():
+        w = model.get_input_embeddings().weight
+        w.copy_(w.mean(dim=0) + shrink * (w - w.mean(dim=0)))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+def _policy_rows(tok, texts):
+    rows = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in texts]
+    width = max(map(len, rows)) + 2
+    ids = torch.full((len(rows), width), tok.pad_token_id)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r), 1
+    return ids, mask
+
+
+def test_reward_model_token_rewards_per_step(tmp_path, tiny, monkeypatch):
+    from methods.p2t import reward_model
+
+    model, tok = tiny
+    path = _reward_model(tmp_path / "prm", "token", tok)
+    texts = ["First add two.\n\nThen double it.\n\nSo 8.", "Just 8."]
+    ids, mask = _policy_rows(tok, texts)
+    ctx = PolicyContext.of(model, tok, [_example()] * 2, ids, mask, ["a", "b"])
+    calls = []
+    real = torch.autograd.grad
+    monkeypatch.setattr(torch.autograd, "grad", lambda *a, **k: calls.append(1) or real(*a, **k))
+    out = reward_model.token_rewards(ctx, methods.options(p2t_reward_model=path))
+    assert len(calls) == 1  # single: one backward for the batch
+    assert out.shape == (2, 2, ids.shape[1])
+    length = mask.sum(dim=1)
+    for i in range(2):
+        n = int(length[i])
+        assert (out[i, :, n - 1:] == 0).all()  # EOS and padding carry nothing
+        flat, red = out[i, 0, :n - 1], out[i, 1, :n - 1]
+        values = sorted(set(flat.tolist()))
+        assert len(values) == (3 if i == 0 else 1) and all(0 < v < 1 for v in values)
+        for v in values:  # per step: sum of N_s R_s softmax = N_s R_s
+            step = flat == v
+            assert red[step].sum().item() == pytest.approx(v * int(step.sum()), rel=1e-5)
+    calls.clear()
+    per_step = reward_model.token_rewards(ctx, methods.options(p2t_reward_model=path,
+                                                               p2t_backward="per_step"))
+    assert len(calls) == 3 and torch.equal(per_step[:, 0], out[:, 0])
+    signed = reward_model.token_rewards(ctx, methods.options(p2t_reward_model=path,
+                                                             p2t_reward_scale="signed"))
+    assert torch.allclose(signed[:, 0], (2 * out[:, 0] - 1) * (out[:, 0] != 0))
+
+
+def test_reward_model_influence_is_first_order_and_tracks_exact_replacement(tmp_path, tiny):
+    """A process reward model's influences (a step of 8 tokens scored at the step token after
+    it) against finite differences and the exact replacement of each token by the pad token,
+    as is and near-linear (embeddings at 3 % of their spread around their mean, so that a
+    replacement is a small move): measured r = -0.09 as is, 0.99 near-linear."""
+    from methods.p2t import null_distribution, null_embedding
+    from methods.p2t.reward_model import attribute, load, scalars
+
+    _, tok = tiny
+    corr = {}
+    for shrink in (1.0, 0.03):
+        model, rtok, kind = load(_reward_model(tmp_path / f"rm{shrink}", "token", tok, shrink))
+        assert kind == "token"
+        embed = model.get_input_embeddings()
+        e_null = null_embedding(embed, null_distribution("pad", embed.num_embeddings, rtok))
+        step = rtok.convert_tokens_to_ids(STEP)
+        ids = torch.randint(5, 500, (1, 9), generator=torch.Generator().manual_seed(2))
+        ids[0, 8] = step
+        attn = torch.ones_like(ids)
+        owner = torch.zeros_like(ids)
+        owner[0, 8] = -1  # the step token is scored, not attributed
+        infl, rewards = attribute(model, embed, e_null, ids, attn, [(0, 0, 8)], owner,
+                                  "logit_diff", "single")
+        assert infl[0, 8] == 0
+        exact_model = __import__("copy").deepcopy(model).double()  # the reference in float64
+
+        def score(x=None, emb=None):
+            with torch.no_grad():
+                e = exact_model.get_input_embeddings()(x) if emb is None else emb
+                out = exact_model(inputs_embeds=e, attention_mask=attn).logits[0, 8]
+            return float(scalars(out, "logit_diff")[1])
+
+        s0 = score(ids)
+        assert rewards[(0, 0)] == pytest.approx(
+            float(torch.softmax(exact_model(ids).logits[0, 8], -1)[1]), rel=1e-5)
+        exact = []
+        for j in range(8):
+            eps = 1e-3
+            emb = exact_model.get_input_embeddings()(ids).detach().clone()
+            emb[0, j] += eps * (e_null.double() - emb[0, j])
+            # (the finite difference carries float32 noise of the attention kernel)
+            assert infl[0, j].item() == pytest.approx(-(score(emb=emb) - s0) / eps, rel=5e-2,
+                                                      abs=1e-4)
+            replaced = ids.clone()
+            replaced[0, j] = rtok.pad_token_id
+            exact.append(s0 - score(replaced))
+        corr[shrink] = torch.corrcoef(torch.tensor([exact, infl[0, :8].tolist()]))[0, 1].item()
+    print(f"reward model: r with exact replacement {corr}")
+    assert corr[0.03] > 0.95 and corr[0.03] > corr[1.0], corr
+
+
+def test_reward_model_folders_are_checked(tmp_path, tiny):
+    from transformers import LlamaConfig
+
+    from methods.p2t.reward_model import load
+
+    LlamaConfig(architectures=["LlamaForCausalLM"]).save_pretrained(tmp_path / "lm")
+    with pytest.raises(ValueError, match="neither a token nor a sequence classifier"):
+        load(str(tmp_path / "lm"))

@@ -56,6 +56,10 @@ def load(path: str) -> tuple[Any, Any, str]:
     if config.num_labels not in (1, 2):
         raise ValueError(f"--p2t-reward-model {path}: {config.num_labels} labels; P2T reads "
                          "two (negative, positive) or one (a score)")
+    if kind == "sequence" and config.get_text_config().pad_token_id is None:
+        raise ValueError(f"--p2t-reward-model {path}: a sequence classifier without "
+                         "pad_token_id in its config cannot score a batch; set it (e.g. "
+                         "config.pad_token_id = tokenizer.pad_token_id) and save it again")
     model = cls.from_pretrained(path, local_files_only=True, dtype=torch.float32).eval()
     for p in model.parameters():
         p.requires_grad_(False)  # attribution differentiates the inputs, never the weights
@@ -181,51 +185,73 @@ def token_rewards(ctx, options) -> torch.Tensor:
     return out
 
 
-def _score(model, tok, embed, e_null, items, options, out) -> None:
-    """One slice: a left-padded batch through the reward model, its backward(s), and the
-    token rewards written into ``out`` at the policy's positions."""
-    width = max(len(x[4][0]) for x in items)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    ids = torch.full((len(items), width), pad, dtype=torch.long)
-    attn = torch.zeros(len(items), width, dtype=torch.long)
-    for b, item in enumerate(items):
-        row = item[4][0]
-        ids[b, width - len(row):] = torch.tensor(row)
-        attn[b, width - len(row):] = 1
-    shift = [width - len(item[4][0]) for item in items]
+def attribute(model, embed, e_null: torch.Tensor, ids: torch.Tensor, attn: torch.Tensor,
+              scored: Sequence[tuple[int, int, int]], owner: torch.Tensor, target: str,
+              backward: str) -> tuple[torch.Tensor, dict]:
+    """The reward model's side: one forward of a left-padded batch, its backward(s).
+
+    Args:
+        ids, attn: [B, L] token ids and attention mask (left padding).
+        scored: (row, step, position) of each step's scoring token (a sequence classifier:
+            one step per row, scored at the last position).
+        owner: [B, L] long, the step each token belongs to (-1: none: prompt, step tokens,
+            padding).
+    Returns: (``I`` [B, L] ``dS_own/de . (e - e_null)``, 0 where ``owner`` is -1, with
+        ``S_own`` the sum of every step's scalar (``single``) or the token's own step's
+        (``per_step``, one backward per step index); {(row, step): reward p}).
+    """
     positions = (attn.cumsum(dim=1) - 1).clamp(min=0)
     with torch.no_grad():
         base = embed(ids).float()
     leaf = base.clone().requires_grad_(True)
     with torch.enable_grad():
         logits = model(inputs_embeds=leaf, attention_mask=attn, position_ids=positions).logits
-        per_step = []  # (batch row, step, reward, scalar)
-        for b, item in enumerate(items):
-            for k, j in enumerate(item[4][3]):
-                z = logits[b] if logits.dim() == 2 else logits[b, shift[b] + j]
-                p, s = scalars(z.float(), options.p2t_target)
-                per_step.append((b, k, float(p.detach()), s))
-        grads = {}
-        if options.p2t_backward == "single":
-            g = torch.autograd.grad(sum(x[3] for x in per_step), leaf)[0]
-            grads = {k: g for k in {x[1] for x in per_step}}
+        steps, rewards = {}, {}
+        for b, k, j in scored:
+            p, s = scalars((logits[b] if logits.dim() == 2 else logits[b, j]).float(), target)
+            steps.setdefault(k, []).append(s)
+            rewards[(b, k)] = float(p.detach())
+        if backward == "single":
+            g = torch.autograd.grad(sum(sum(v) for v in steps.values()), leaf)[0]
+            grads = {k: g for k in steps}
         else:
-            last = max(x[1] for x in per_step)
-            for k in range(last + 1):
-                chosen = [x[3] for x in per_step if x[1] == k]
-                grads[k] = torch.autograd.grad(sum(chosen), leaf, retain_graph=k < last)[0]
+            last = max(steps)
+            grads = {k: torch.autograd.grad(sum(steps[k]), leaf, retain_graph=k < last)[0]
+                     for k in sorted(steps)}
     diff = base - e_null.to(base.dtype)
-    for b, (i, keep, ranges, resp, (rm_ids, offsets, conv, _)) in enumerate(items):
-        infl = []  # the reward model's tokens in a step (the step tokens lie between steps)
-        for j in range(len(rm_ids)):
-            k = next((k for k, c in enumerate(conv) if _overlap(offsets[j], c) > 0), None)
-            infl.append(0.0 if k is None else
-                        float((grads[k][b, shift[b] + j] * diff[b, shift[b] + j]).sum()))
-        steps, values = to_policy(ranges, resp, conv, offsets, infl)
-        rewards = {k: r for bb, k, r, _ in per_step if bb == b}
+    infl = torch.zeros(ids.shape)
+    for k, g in grads.items():
+        mine = owner == k
+        infl[mine] = (g * diff).sum(dim=-1)[mine]
+    return infl, rewards
+
+
+def _score(model, tok, embed, e_null, items, options, out) -> None:
+    """One slice: the reward model's batch, its influences moved to the policy's tokens, and
+    the token rewards written into ``out`` at the policy's positions."""
+    width = max(len(x[4][0]) for x in items)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    ids = torch.full((len(items), width), pad, dtype=torch.long)
+    attn = torch.zeros(len(items), width, dtype=torch.long)
+    owner = torch.full((len(items), width), -1, dtype=torch.long)
+    scored = []
+    for b, (_, _, _, _, (row, offsets, conv, score_at)) in enumerate(items):
+        shift = width - len(row)
+        ids[b, shift:] = torch.tensor(row)
+        attn[b, shift:] = 1
+        for j, o in enumerate(offsets):  # the step tokens lie between steps: no owner
+            owner[b, shift + j] = next((k for k, c in enumerate(conv) if _overlap(o, c) > 0),
+                                       -1)
+        scored += [(b, k, shift + j) for k, j in enumerate(score_at)]
+    infl, rewards = attribute(model, embed, e_null, ids, attn, scored, owner,
+                              options.p2t_target, options.p2t_backward)
+    for b, (i, keep, ranges, resp, (row, offsets, conv, _)) in enumerate(items):
+        shift = width - len(row)
+        steps, values = to_policy(ranges, resp, conv, offsets, infl[b, shift:].tolist())
         for k in set(steps):
             idx = [j for j, st in enumerate(steps) if st == k]
-            r = rewards[k] if options.p2t_reward_scale == "null" else 2.0 * rewards[k] - 1.0
+            r = rewards[(b, k)]
+            r = r if options.p2t_reward_scale == "null" else 2.0 * r - 1.0
             w = torch.softmax(torch.tensor([values[j] for j in idx]) / options.p2t_temperature,
                               dim=0)
             pos = torch.tensor([keep[j] for j in idx])
