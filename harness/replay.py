@@ -1,15 +1,21 @@
 """Extra passes: the policy (or another model) re-reads its own responses under other chat
-contexts, without gradient.
+contexts, without gradient, or with gradient with respect to the response tokens' input
+embeddings alone.
 
 :func:`response_hidden_variants` is the one forward every pass uses: the final hidden states
 whose next-token predictions are the response tokens, under one or several variants of their
 contexts (the tokens a group's contexts begin with are computed once, as a key/value cache).
+:func:`response_input_gradients` is the same forward with the response tokens entering as
+embeddings that require gradient; one backward of the caller's scalar gives every variant's
+gradient, since each variant's responses are their own leaves. The weights are frozen
+meanwhile: no weight gradient is computed or kept, and the training step's are untouched.
 :class:`PolicyContext` is the harness's side of ``methods.PassContext``: what a method's
 passes and loss terms may ask for, on one worker's responses; the method decides which
 contexts to build and what to compute from the states.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -208,6 +214,58 @@ def response_hidden(model, tokenizer, contexts: Sequence[list[dict]], response_i
     return hidden[:, -t - 1:-1]  # position i predicts token i + 1
 
 
+@contextmanager
+def frozen(model):
+    """The model's weights stop requiring gradient for the duration (restored after)."""
+    changed = [p for p in model.parameters() if p.requires_grad]
+    for p in changed:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in changed:
+            p.requires_grad_(True)
+
+
+def response_input_gradients(model, tokenizer, variants: Sequence[Sequence[Optional[list]]],
+                             response_ids: torch.Tensor, response_mask: torch.Tensor,
+                             objective: Callable[[list[torch.Tensor]], tuple[torch.Tensor, Any]],
+                             families: Optional[Sequence] = None
+                             ) -> tuple[list[torch.Tensor], Any]:
+    """``d objective / d e`` for the input embedding ``e`` of every response token in every
+    variant, from one backward.
+
+    Args:
+        variants: C lists of N chat contexts (None: the pair is not computed).
+        response_ids, response_mask: [N, T].
+        objective: C states [N, T, H] (with gradient; position t predicts response token t)
+            -> (a scalar tensor, anything the caller wants back: e.g. values it computed).
+        families: rows that share a prompt (as :func:`variant_states`).
+    Returns: (C tensors [N, T, H] float32: the gradient at response token t's embedding in
+        variant c, 0 for the last token of a response (its embedding predicts nothing in it),
+        for padding and for pairs not computed; the objective's second value).
+    """
+    n, t = response_ids.shape
+    lengths = [int(x) for x in response_mask.sum(dim=1).tolist()]
+    leaves: list = []
+    with frozen(model), torch.enable_grad():
+        states = variant_states(model, tokenizer, variants, response_ids, response_mask,
+                                families, leaves)
+        value, aux = objective(states)
+        inputs = [leaf for leaf, _ in leaves]
+        grads = torch.autograd.grad(value, inputs, allow_unused=True) \
+            if inputs and value.requires_grad else [None] * len(inputs)
+    width = states[0].shape[-1] if states else 0
+    out = [torch.zeros(n, t, width) for _ in variants]
+    for (leaf, pairs), g in zip(leaves, grads):
+        if g is None:
+            continue
+        for b, (c, i) in enumerate(pairs):
+            m = max(lengths[i] - 1, 0)
+            out[c][i, :m] = g[b, :m].float().cpu()
+    return out, aux
+
+
 @dataclass
 class PolicyContext:
     """``methods.PassContext`` over one worker's responses (row n answers ``examples[n]``)."""
@@ -279,8 +337,6 @@ class PolicyContext:
 
     def input_gradients(self, variants: Sequence[Sequence[list[dict]]], rows: Sequence[int],
                         objective: Callable, model: str = "policy") -> tuple[list, Any]:
-        from harness.gradients import response_input_gradients
-
         rows = list(rows)
         return response_input_gradients(self.model(model), self.tokenizer, variants,
                                         self.response_ids[rows], self.response_mask[rows],

@@ -154,7 +154,7 @@ def test_influence_is_the_first_order_change_and_tracks_exact_replacement(tiny):
 
 
 def test_one_backward_per_slice_and_no_signal_is_not_computed(tiny, monkeypatch):
-    import harness.gradients as gradients
+    import harness.replay as gradients
 
     model, tok = tiny
     calls = []
@@ -276,7 +276,7 @@ def test_reward_model_influence_is_first_order_and_tracks_exact_replacement(tmp_
     it) against finite differences and the exact replacement of each token by the pad token,
     as is and near-linear (embeddings at 3 % of their spread around their mean, so that a
     replacement is a small move): measured r = -0.09 as is, 0.99 near-linear."""
-    from methods.p2t import null_distribution, null_embedding
+    from methods.p2t.null import null_distribution, null_embedding
     from methods.p2t.reward_model import attribute, load, scalars
 
     _, tok = tiny
@@ -330,3 +330,33 @@ def test_reward_model_folders_are_checked(tmp_path, tiny):
     LlamaConfig(architectures=["LlamaForCausalLM"]).save_pretrained(tmp_path / "lm")
     with pytest.raises(ValueError, match="neither a token nor a sequence classifier"):
         load(str(tmp_path / "lm"))
+
+
+@pytest.mark.slow
+def test_both_variants_train_a_step_in_the_loop(tmp_path):
+    """Both variants (the reward model's: a tiny process reward model) go through collect
+    and update on the toy task, in process, and move the policy."""
+    from pathlib import Path
+
+    from harness import engine as eng
+    from harness.config import resolve
+    from harness.trainer import Trainer
+
+    eng.init_single_process()
+    toy = str(Path(__file__).parent / "plugins" / "toy_task.py")
+    tiny = {"model": "tiny-random", "method": "p2t", "steps": 1, "prompts_per_step": 2,
+            "group_size": 4, "max_response_tokens": 12, "eval_max_response_tokens": 8,
+            "eval_limit": 2, "results_dir": str(tmp_path), "max_prompt_tokens": 4096}
+    rm = _reward_model(tmp_path / "prm", "token", load_tokenizer("tiny-random"))
+    for extra in ({}, {"p2t_reward_model": rm}):
+        trainer = Trainer(resolve("smoke", {**tiny, "task": "toy", "plugins": (toy,),
+                                            "lr": 1e-2, **extra}))
+        data, metrics = trainer.collect(0)
+        metrics.update(trainer.update(data))
+        assert torch.isfinite(data.advantages).all()
+        assert (data.advantages != 0).any() and metrics["grad_norm"] > 0
+        assert metrics["time/replay"] > 0
+        if extra:
+            assert 0 < metrics["p2t/step_reward"] < 1
+        else:
+            assert 0 < metrics["alloc/kept"] <= 1

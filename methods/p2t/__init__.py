@@ -11,7 +11,8 @@ its response tokens, scaled to mean 1. Two variants (docs/methods.md):
   The response is one step; ``w_k = (alpha + omega * N * softmax(I_k / tau)) / (alpha +
   omega)`` (mean 1) carries GDPO's per-reward contribution, ``S = whiten(sum_k w_k *
   contrib_k)``. omega = 0 is GDPO. The K + 1 contexts go through the policy once with
-  gradient and one backward gives every reward's gradient (:mod:`harness.gradients`).
+  gradient and one backward gives every reward's gradient
+  (``PassContext.input_gradients``).
 * **reward model** (``--p2t-reward-model``, the paper's setting): a process reward model's
   step scores ``R_s`` and influences; ``S = whiten(GDPO + alpha * R_s + omega * N_s * R_s *
   softmax_s(I / tau))`` as the authors' advantage (:mod:`methods.p2t.reward_model`).
@@ -30,6 +31,7 @@ from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import known_rewards, replay_messages
 from methods.mrtpo import kept_share
 from methods.mrtpo.diagnostics import batch_records, summarise
+from methods.p2t.null import null_distribution, null_embedding
 from methods.registry import add
 from methods.stats import broadcast
 from methods.tokens import logprob_gradients
@@ -119,33 +121,6 @@ def step_weights(influence: torch.Tensor, mask: torch.Tensor, temperature: float
     w = (flat + coef * count * soft) / (flat + coef)
     w = torch.where(missing, torch.ones_like(w), w)
     return w * valid.to(w.dtype)
-
-
-def null_distribution(kind: str, vocab: int, tokenizer) -> torch.Tensor:
-    """[V] the null token as a distribution over the vocabulary: one-hot at the pad or unk
-    token, or uniform (whose embedding is the mean embedding)."""
-    if kind == "mean":
-        return torch.full((vocab,), 1.0 / vocab)
-    token = tokenizer.pad_token_id if kind == "pad" else tokenizer.unk_token_id
-    if token is None:
-        raise ValueError(f"the tokenizer has no {kind} token; use --p2t-null "
-                         f"{'unk' if kind == 'pad' else 'pad'} or mean")
-    q = torch.zeros(vocab)
-    q[token] = 1.0
-    return q
-
-
-@no_grad
-def null_embedding(embed: torch.nn.Module, q: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
-    """[H] ``sum_v q_v e_v`` through the embedding module (a ZeRO-3 partition gathers it)."""
-    idx = q.nonzero().squeeze(1)
-    out = None
-    for s in range(0, len(idx), chunk):
-        ids = idx[s:s + chunk]
-        device = next(embed.parameters()).device
-        part = (embed(ids.to(device)).float() * q[ids].to(device)[:, None]).sum(dim=0)
-        out = part if out is None else out + part
-    return out.cpu()
 
 
 def _pairs(mode: str, rewards, present, ex, any_sig, sig):

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from common.lazy import lazy
 
 from methods.mrtpo.diagnostics import token_char_spans
+from methods.p2t.null import null_distribution, null_embedding
 
 torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
@@ -156,8 +157,6 @@ def token_rewards(ctx, options) -> torch.Tensor:
     """[n, 2, T]: per policy token, its step's reward ``R_s`` (flat) and ``N_s R_s
     softmax_s(I / tau)`` (redistributed); one forward and one backward (``single``) per slice
     of responses."""
-    from methods.p2t import null_distribution, null_embedding
-
     model, tok, kind = load(options.p2t_reward_model)
     embed = model.get_input_embeddings()
     e_null = null_embedding(embed, null_distribution(options.p2t_null, embed.num_embeddings,
