@@ -33,9 +33,11 @@ def test_interval_is_scipys_bootstrap_of_the_mean():
 
 
 def test_variant_names():
-    assert loc.parse_variant("mrtpo") == ("loo", False)
-    assert loc.parse_variant("mrtpo@joint") == ("joint", False)
-    assert loc.parse_variant("mrtpo@shuffled") == ("loo", True)
+    assert loc.parse_variant("mrtpo") == ("mrtpo", "loo", False)
+    assert loc.parse_variant("mrtpo@joint") == ("mrtpo", "joint", False)
+    assert loc.parse_variant("mrtpo@shuffled") == ("mrtpo", "loo", True)
+    assert loc.parse_variant("p2t@single") == ("p2t", "single", False)
+    assert loc.parse_variant("p2t@shuffled") == ("p2t", "loo", True)
     with pytest.raises(ValueError, match="mode after @"):
         loc.parse_variant("mrtpo@nope")
     with pytest.raises(ValueError, match="not one"):
@@ -100,10 +102,12 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
 
     rc = cli.main(["bench", "localisation", "--model", "tiny-random", "--task", "toy-spans",
                    "--plugin", TOY, "--preset", "smoke", "--responses", "8", "--group-size",
-                   "4", "--max-response-tokens", "10", "--output-dir", str(tmp_path)])
+                   "4", "--max-response-tokens", "10", "--output-dir", str(tmp_path),
+                   "--methods", loc.DEFAULT_VARIANTS + ",p2t,p2t@joint,p2t@shuffled"])
     data = json.loads((tmp_path / "localisation-toy-spans.json").read_text())
     assert rc == (3 if data["control_failures"] else 0)
-    assert data["variants"] == loc.DEFAULT_VARIANTS.split(",")
+    assert data["variants"] == loc.DEFAULT_VARIANTS.split(",") + ["p2t", "p2t@joint",
+                                                                  "p2t@shuffled"]
     assert data["facts"]["responses"] == 8 and set(data["facts"]["replay_s"]) == \
         set(data["variants"])
     for spec in data["variants"]:
@@ -112,7 +116,10 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
         for s in stats.values():
             assert s["n"] >= 1 and (math.isnan(s["low"]) or s["low"] <= s["mean"] <= s["high"])
     # joint replay gives every reward the same profile
-    joint = data["results"]["mrtpo@joint"]
-    assert joint["parity/top10"]["mean"] == pytest.approx(joint["vowels/top10"]["mean"])
+    for spec in ("mrtpo@joint", "p2t@joint"):
+        joint = data["results"][spec]
+        assert joint["parity/top10"]["mean"] == pytest.approx(joint["vowels/top10"]["mean"])
+    # P2T's profile is its own, not MRTPO's
+    assert data["results"]["p2t"]["vowels/top10"] != data["results"]["mrtpo"]["vowels/top10"]
     md = (tmp_path / "localisation-toy-spans.md").read_text()
     assert "| parity/span_ratio |" in md and "Verdicts (mrtpo)" in md

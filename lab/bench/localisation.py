@@ -30,25 +30,51 @@ import time
 from dataclasses import replace
 
 DEFAULT_VARIANTS = "mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled"
+METHODS = ("mrtpo", "p2t")
 CONTROL = "shuffled"
 MODES = ("loo", "joint", "single")
 STATS = ("span_ratio", "top10")
 RESAMPLES = 2000
 
 
-def parse_variant(spec: str) -> tuple[str, bool]:
-    """``mrtpo`` / ``mrtpo@joint`` / ``mrtpo@single`` / ``mrtpo@shuffled`` -> (replay mode,
-    shuffled)."""
+def parse_variant(spec: str) -> tuple[str, str, bool]:
+    """``mrtpo`` / ``p2t``, each with ``@joint`` / ``@single`` / ``@shuffled`` -> (method,
+    contexts, shuffled)."""
     name, _, mode = spec.strip().partition("@")
-    if name != "mrtpo":
-        raise ValueError(f"bench localisation measures MRTPO's replay profiles; {spec!r} is not "
-                         "one (use mrtpo, mrtpo@joint, mrtpo@single or mrtpo@shuffled)")
+    if name not in METHODS:
+        raise ValueError(f"bench localisation measures the per-reward token profiles of "
+                         f"{' and '.join(METHODS)}; {spec!r} is not one (e.g. mrtpo, "
+                         "mrtpo@joint, mrtpo@single, mrtpo@shuffled, p2t, p2t@shuffled)")
     if mode == CONTROL:
-        return "loo", True
+        return name, "loo", True
     if mode not in ("",) + MODES:
         raise ValueError(f"unknown variant {spec!r}: the mode after @ is one of "
                          f"{', '.join(MODES + (CONTROL,))}")
-    return mode or "loo", False
+    return name, mode or "loo", False
+
+
+def profile_of(name: str, ctx, options, mode: str):
+    """[N, K, T] the variant's raw per-reward token profile, every pair computed, and the
+    function that turns it into the allocation profile it trains with (mean 1 per response;
+    ``shuffled``: permuted over each response's tokens, as MRTPO's ablation)."""
+    import torch
+
+    if name == "mrtpo":
+        from methods.mrtpo import mrtpo_token_weights, relevance
+
+        with torch.no_grad():
+            d = relevance(ctx, replace(options, mrtpo_replay=mode, mrtpo_replay_all=True))
+        return d, lambda raw, shuffled, seed: mrtpo_token_weights(
+            raw, ctx.response_mask, 1.0, shuffle=shuffled, seed=seed)
+    from methods import p2t
+    from methods.mrtpo import mrtpo_token_weights
+
+    opts = replace(options, p2t_contexts=mode)
+    infl = p2t.verifier_influence(ctx, opts)
+    # the redistributed term alone (omega's part, N softmax(I / tau)): its shape, not alpha's
+    return infl, lambda raw, shuffled, seed: mrtpo_token_weights(
+        p2t.profile(raw, ctx.response_mask, opts), ctx.response_mask, 1.0, shuffle=shuffled,
+        seed=seed)
 
 
 def interval(values, seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
@@ -107,7 +133,6 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     from harness.train.sample import sample
     from harness.trainer import Trainer
     from methods.mrtpo.diagnostics import batch_records
-    from methods.mrtpo import mrtpo_token_weights, relevance
 
     trainer = Trainer(config)
     if trainer.task.spans is None:
@@ -122,19 +147,19 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     micro = trainer.ds_config["train_micro_batch_size_per_gpu"]
     ctx = context(trainer.models, trainer.tokenizer, sampled, trainer.task,
                   cfg.rollout.temperature, micro)
+    # every pair, also those whose group had no signal (their advantage is 0 in training)
+    ctx.signal = torch.ones(ctx.rewards.shape, dtype=torch.bool)
     out, timing = {}, {}
-    replayed: dict[str, torch.Tensor] = {}  # mode -> distances: the control reuses loo's
+    computed: dict[tuple, tuple] = {}  # (method, mode) -> raw profile: the control reuses it
     for spec in variants:
-        mode, shuffled = parse_variant(spec)
-        options = replace(trainer.options, mrtpo_replay=mode, mrtpo_replay_all=True)
+        name, mode, shuffled = parse_variant(spec)
         t0 = time.perf_counter()
-        if mode not in replayed:
-            with torch.no_grad():
-                replayed[mode] = relevance(ctx, options)
-        d = replayed[mode]
-        # the profile the allocation trains with (beta = 1: w = rho), shuffled as its ablation;
-        # a reward absent from a response's prompt has no profile there (NaN: not counted)
-        w = mrtpo_token_weights(d, ctx.response_mask, 1.0, shuffle=shuffled, seed=seed)
+        if (name, mode) not in computed:
+            computed[(name, mode)] = profile_of(name, ctx, trainer.options, mode)
+        raw, to_weights = computed[(name, mode)]
+        # the profile the allocation trains with, shuffled as its ablation; a reward absent
+        # from a response's prompt has no profile there (NaN: not counted)
+        w = to_weights(raw, shuffled, seed)
         w[torch.isnan(ctx.rewards)] = float("nan")
         timing[spec] = time.perf_counter() - t0
         records = batch_records(ctx.tokenizer, ctx.examples, ctx.response_ids,
@@ -156,7 +181,7 @@ def control_failures(results: dict[str, dict], seed: int = 0) -> list[str]:
     """The shuffled variants' span ratios whose interval excludes 1.0. The intervals are
     family-wise at 95 % (Bonferroni over the control's ratios): at 95 % each, a control of
     m ratios would fail by chance alone with probability up to 1 - 0.95^m."""
-    checks = [(spec, key, s) for spec, stats in results.items() if parse_variant(spec)[1]
+    checks = [(spec, key, s) for spec, stats in results.items() if parse_variant(spec)[2]
               for key, s in stats.items() if key.endswith("/span_ratio")]
     level = 1 - 0.05 / max(1, len(checks))
     bad = []
@@ -179,7 +204,7 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
         lines += ["**CONTROL FAILED**: shuffled relevance gives span ratios whose family-wise "
                   "95 % interval excludes 1.0, so the statistic is biased: " + "; ".join(bad),
                   ""]
-    elif any(parse_variant(s)[1] for s in specs):
+    elif any(parse_variant(s)[2] for s in specs):
         lines += ["Control: every shuffled span ratio's interval covers 1.0 (family-wise 95 %, "
                   "Bonferroni over the control's ratios).", ""]
     lines += [f"{facts['responses']} responses to {facts['prompts']} prompts, "
@@ -261,8 +286,8 @@ def add_parser(which) -> None:
                                               "share, 95 %% bootstrap intervals); no training")
     p.add_argument("--preset", default="smoke-learn")
     p.add_argument("--methods", default=DEFAULT_VARIANTS,
-                   help="comma-separated variants: mrtpo, mrtpo@joint, mrtpo@single, "
-                        "mrtpo@shuffled (the control)")
+                   help="comma-separated variants: mrtpo or p2t, each plain or @joint, "
+                        "@single, @shuffled (the control): mrtpo,p2t,p2t@shuffled")
     p.add_argument("--responses", type=int, default=64,
                    help="responses to sample (a multiple of the group size)")
     p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed")

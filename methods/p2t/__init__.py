@@ -71,7 +71,7 @@ class P2tOptions:
     p2t_coef: float = option(0.6, "P2T: omega, the coefficient of the redistributed term")
     p2t_flat_coef: float = option(1.0, "P2T: alpha, the coefficient of the flat term")
     p2t_separator: str = option("\n\n", "P2T reward model: the text between a response's "
-                                        "steps")
+                                        "steps (a blank line; in a shell: $'\\n\\n')")
     p2t_step_token: str = option("<extra_0>", "P2T token-classification reward model: the "
                                               "token scored after each step")
     p2t_reward_scale: str = option("null", "P2T reward model: a step's reward p as is (null) "
