@@ -196,12 +196,13 @@ def data_problems(config: RunConfig, train: Sequence) -> list[str]:
     from harness.data import get_task
 
     method = methods.get(config.method.method)
-    if not method.reads_verifier_info:
+    readers = method.verifier_info_readers(config.method.options())
+    if not readers:
         return []
     task = get_task(config)
     for example in train:
         if not example.verifier_info:
-            passes = ", ".join(method.reads_verifier_info)
+            passes = ", ".join(readers)
             return [f"method {config.method.method!r} re-reads each response with and without "
                     f"its verifiers' information ({passes}), and the training "
                     f"examples of task {task.name!r} carry none (first: {example.id!r}); use a "

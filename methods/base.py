@@ -136,8 +136,9 @@ class Pass:
     summarise: Optional[Callable[[list], dict]] = None
     models: Callable[[Any], frozenset] = lambda options: frozenset({"policy"})
     # it builds its contexts from the examples' verifier information (checked before Ray
-    # starts: a training set without it cannot serve this pass)
-    reads_verifier_info: bool = True
+    # starts: a training set without it cannot serve this pass); a function of the options
+    # where that depends on them
+    reads_verifier_info: Any = True  # bool | (options) -> bool
 
 
 @dataclass(frozen=True)
@@ -208,8 +209,17 @@ class Method:
 
     @property
     def reads_verifier_info(self) -> tuple[str, ...]:
-        """The passes and loss terms that build contexts from verifier information."""
+        """The passes and loss terms that may build contexts from verifier information."""
         return tuple(x.name for x in self.passes + self.loss_terms if x.reads_verifier_info)
+
+    def verifier_info_readers(self, options) -> tuple[str, ...]:
+        """The passes and loss terms that build contexts from verifier information under
+        ``options``."""
+        def reads(x) -> bool:
+            flag = x.reads_verifier_info
+            return bool(flag(options) if callable(flag) else flag)
+
+        return tuple(x.name for x in self.passes + self.loss_terms if reads(x))
 
     def models(self, options) -> frozenset:
         """Models its passes and loss terms read: policy | initial | current."""

@@ -75,6 +75,11 @@ def test_replay_needs_verifier_information_on_the_examples():
     assert checks.data_problems(cfg.resolve("smoke", {"method": "verpo"}), bare) == []
     opsd = checks.data_problems(cfg.resolve("smoke", {"method": "opsd+grpo"}), bare)
     assert opsd and "(opsd)" in opsd[0]
+    # P2T reads it without a reward model, and not with one
+    p2t = checks.data_problems(cfg.resolve("smoke", {"method": "p2t"}), bare)
+    assert p2t and "(attribution)" in p2t[0]
+    with_rm = cfg.resolve("smoke", {"method": "p2t", "p2t_reward_model": "prm"})
+    assert checks.data_problems(with_rm, bare) == []
 
 
 @pytest.mark.model

@@ -246,7 +246,9 @@ def diagnose(ctx: PassContext, options, out: torch.Tensor) -> list[dict]:
 
 ATTRIBUTION = Pass(PASS, "first-order token influence on each reward's verifier-information "
                          "log-likelihood ratio (or a reward model's step scores), one backward",
-                   attribution, diagnose=diagnose, summarise=summarise)
+                   attribution, diagnose=diagnose, summarise=summarise,
+                   # the reward-model variant reads the prompt and the response only
+                   reads_verifier_info=lambda options: options.p2t_reward_model is None)
 ALLOCATIONS.add("p2t", allocate)
 add("p2t", "GDPO whose per-reward advantages go to the tokens with the largest first-order "
     "influence on the reward's verifier-information likelihood ratio (P2T's one-backward "
