@@ -112,6 +112,9 @@ def logprob_gradients(hidden: torch.Tensor, tokens: torch.Tensor, mask: torch.Te
             g[:, s:s + chunk] = torch.autograd.grad(picked.sum(), part)[0]
         with torch.no_grad():
             lp[:, s:s + chunk] = picked.detach().cpu()
-            expected = (logs.detach() * null.to(logs.device)).sum(dim=-1)
+            q = null.to(logs.device)
+            if q.shape[0] < logs.shape[-1]:  # a head padded past the embedding's rows
+                q = torch.nn.functional.pad(q, (0, logs.shape[-1] - q.shape[0]))
+            expected = (logs.detach() * q).sum(dim=-1)
             lq[:, s:s + chunk] = (expected * m[:, s:s + chunk].to(expected.device)).cpu()
     return lp, lq, g
