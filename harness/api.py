@@ -41,5 +41,5 @@ def run(method: str, task: str, seeds: int | Sequence[int] = 1, preset: str = "s
         raise ValueError(f"seeds {seeds!r}: give a count >= 1 or distinct seeds >= 0")
     run_config = config(method, task, preset, **fields)
     validate(run_config)
-    run_seeds(run_config, pending_seeds(run_config, chosen, force))
+    run_seeds(run_config, pending_seeds(run_config, chosen, force), force=force)
     return [load_result(SeedRun.of_seed(run_config, s).result) for s in chosen]

@@ -168,6 +168,10 @@ def _task_config() -> type:
     base = [
         ("task", "str", option("bfcl", "what is evaluated: a benchmark or group from the task "
                                     "registry")),
+        ("also_evaluate", "str", option("", "more benchmarks to evaluate the same training "
+                                          "on, comma-separated, each stored as its own result "
+                                          "(same family and training set as --task; --task "
+                                          "A,B says the same)", identity=False)),
         ("train_data", "Optional[str]", option(None, "training set name; default: the task "
                                                   "family's published set if --data-dir has "
                                                   "it, else its offline generator")),
@@ -315,7 +319,14 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     loudly."""
     known = all_fields()
     by_section: dict[str | None, dict[str, Any]] = {}
-    for name, value in renamed(overrides).items():
+    overrides = renamed(overrides)
+    if isinstance(overrides.get("task"), str) and "," in overrides["task"]:
+        # --task A,B: train once, evaluate A, then B (see ``evaluations``)
+        first, _, rest = overrides["task"].partition(",")
+        extra = [t for t in (overrides.get("also_evaluate") or "").split(",") if t.strip()]
+        overrides = {**overrides, "task": first.strip(),
+                     "also_evaluate": ",".join([*rest.split(","), *extra])}
+    for name, value in overrides.items():
         if name not in known:
             raise ValueError(f"unknown config field {name!r}")
         by_section.setdefault(known[name][0], {})[name] = value
@@ -360,3 +371,18 @@ def setting_name(config: RunConfig) -> str:
     diff = {first.get(k, k): v for k, v in diff.items()}
     digest = hashlib.sha256(json.dumps(diff, sort_keys=True).encode()).hexdigest()[:8]
     return f"{config.preset}-{digest}"
+
+
+def benchmarks(config: RunConfig) -> tuple[str, ...]:
+    """What one training of ``config`` is evaluated on: ``--task``, then ``--also-evaluate``'s
+    benchmarks, each once, in order."""
+    names = [config.task.task, *(t.strip() for t in config.task.also_evaluate.split(","))]
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def evaluations(config: RunConfig) -> list[RunConfig]:
+    """One config per benchmark of :func:`benchmarks`: the config a run of that benchmark
+    alone would have, so each result is stored, found and pooled exactly as one would be (the
+    training is the same: one family, one training set, the same rewards)."""
+    return [replace(config, task=replace(config.task, task=name, also_evaluate=""))
+            for name in benchmarks(config)]

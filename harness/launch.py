@@ -42,18 +42,36 @@ def validate(config: cfg.RunConfig) -> None:
 
 
 def pending_seeds(config: cfg.RunConfig, seeds: list[int], force: bool = False) -> list[int]:
-    """The seeds to run; stored ones are checked against the requested settings."""
+    """The seeds to run: those missing a result on any benchmark of the run (``--task``, then
+    ``--also-evaluate``'s); stored ones are checked against the requested settings."""
     from harness.results import check_stored, stored_seeds
 
-    stored = stored_seeds(config)
-    for s in seeds:
-        if s in stored and not force:
-            check_stored(replace(config, seed=s), stored[s])
-    return [s for s in seeds if force or s not in stored]
+    missing: set[int] = set()
+    for c in cfg.evaluations(config):
+        stored = stored_seeds(c)
+        for s in seeds:
+            if s in stored and not force:
+                check_stored(replace(c, seed=s), stored[s])
+        missing |= {s for s in seeds if s not in stored}
+    return [s for s in seeds if force or s in missing]
 
 
-def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print) -> list[Path]:
-    """Train and evaluate these seeds (no check of what is stored: see ``pending_seeds``)."""
+def still_missing(config: cfg.RunConfig) -> cfg.RunConfig:
+    """A seed's config evaluating only the benchmarks it has no result for (a stored result is
+    never replaced without --force); all of them when every one is stored (a forced rerun)."""
+    from harness.results import result_path
+
+    todo = [c.task.task for c in cfg.evaluations(config) if not result_path(c).is_file()]
+    if not todo or len(todo) == len(cfg.benchmarks(config)):
+        return config
+    return replace(config, task=replace(config.task, task=todo[0],
+                                        also_evaluate=",".join(todo[1:])))
+
+
+def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print, force: bool = False
+              ) -> list[Path]:
+    """Train and evaluate these seeds (no check of what is stored: see ``pending_seeds``);
+    ``force``: evaluate every benchmark again, stored or not."""
     from harness import assets
     from harness.backend import start_ray, train_seed
 
@@ -73,7 +91,9 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print) -> list[Path]:
 
     out = []
     for s in seeds:
-        run = SeedRun.of(replace(config, seed=s))  # its folders and settings hash, once
+        # its folders and settings hash, once
+        seed_config = replace(config, seed=s)
+        run = SeedRun.of(seed_config if force else still_missing(seed_config))
         found = run.saved_steps()
         if found:
             log(f"seed {s}: checkpoints of steps {found} found; Ray Train resumes from the "

@@ -167,6 +167,54 @@ def data_problems(config: cfg.RunConfig) -> list[str]:
     return out + checks.task_problems(config)
 
 
+def evaluation_problems(config: cfg.RunConfig) -> list[str]:
+    """``--also-evaluate``'s benchmarks: each known, of the run's family, trained on the same
+    set with the same rewards (else one training cannot stand for a run of each), and its
+    items readable."""
+    from harness import checks
+    from harness.assets import MissingAssetError
+    from harness.data import choose_train_set, get_task, load_eval
+    from tasks import TASKS
+
+    first, *others = cfg.evaluations(config)
+    if not others:
+        return []
+    out: list[str] = []
+    ours = get_task(first)
+    try:
+        train = choose_train_set(first).name
+    except ValueError:
+        train = None  # data_problems names it
+    for other in others:
+        name = other.task.task
+        if name not in TASKS.names():
+            out.append(f"--also-evaluate: unknown task {name!r}; known: "
+                       f"{', '.join(TASKS.names())}")
+            continue
+        task = get_task(other)
+        if task.family != ours.family:
+            out.append(f"--also-evaluate {name}: a {task.family} task, the run trains for "
+                       f"{ours.family} ({ours.name}); evaluate it in a run of its own")
+            continue
+        try:
+            theirs = choose_train_set(other).name
+        except ValueError as exc:
+            theirs = f"none ({exc})"
+        if train is not None and theirs != train:
+            out.append(f"--also-evaluate {name}: it trains on {theirs}, {ours.name} on {train}; "
+                       "give --train-data to train both on one set, or run them apart")
+        if [r.name for r in task.rewards] != [r.name for r in ours.rewards]:
+            out.append(f"--also-evaluate {name}: its rewards differ from {ours.name}'s; run it "
+                       "apart")
+        out += checks.task_problems(other)
+        try:
+            if not load_eval(task, other):
+                out.append(f"benchmark {name!r} has no items")
+        except (ValueError, FileNotFoundError, MissingAssetError) as exc:
+            out.append(f"benchmark {name!r}: {exc}")
+    return out
+
+
 def run_problems(config: cfg.RunConfig) -> list[str]:
     """Every problem of a run's settings, options, outputs and data, together."""
     import methods
@@ -177,7 +225,7 @@ def run_problems(config: cfg.RunConfig) -> list[str]:
     methods.get(config.method.method)  # unknown methods and bad compositions fail here
     out = checks.settings_problems(config)
     out += foreign_problems(config) + schedule_problems(config) + output_problems(config)
-    return out + data_problems(config)
+    return out + data_problems(config) + evaluation_problems(config)
 
 
 def preflight(config: cfg.RunConfig) -> None:

@@ -183,19 +183,22 @@ def items_hash(examples) -> str:
 
 def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: float,
                 train_examples=(), eval_examples=(), problems=(), workers=(),
-                provenance: dict | None = None) -> dict:
+                provenance: dict | None = None, evaluated_with=()) -> dict:
     """A result file's content (schema ``RESULT_SCHEMA``): what was measured, with the config,
     its hash, hashes of the training and evaluation items, package versions and the commit;
     ``problems``: the scorer's list of items it could not score fairly (``{"id", "problem"}``,
     e.g. a gold query that fails), stored when there are any; ``workers``: where each rank ran
     (``{"rank", "node", "host"}``); ``provenance``: the code the seed started (and resumed)
-    under (``harness.provenance``; default: this tree's)."""
+    under (``harness.provenance``; default: this tree's); ``evaluated_with``: the benchmarks
+    one training was evaluated on, when several (stored when given)."""
     from harness import provenance as prov
 
     extra = {"problems": list(problems)} if problems else {}
     stored = stored_config(config)
     if workers:
         extra["workers"] = list(workers)
+    if evaluated_with:
+        extra["evaluated_with"] = list(evaluated_with)
     return {
         "schema": RESULT_SCHEMA,
         "task": config.task.task, "method": config.method.method, "model": config.model.model,

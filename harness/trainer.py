@@ -19,7 +19,7 @@ import methods
 from harness import checks
 from harness import engine as eng
 from harness import orphan
-from harness.config import RunConfig
+from harness.config import RunConfig, evaluations
 from harness.data import PromptSampler, get_task, load_eval, load_train
 from harness.models import load_model, load_tokenizer
 from harness.plugins import load_plugins
@@ -237,12 +237,14 @@ class Trainer:
         out["time/eval"] = time.perf_counter() - t0
         return out
 
-    def evaluate(self, reporter=None) -> tuple[list[Example], list[str]] | None:
-        """Greedy responses to the benchmark, sharded over ranks; rank 0 gets all of them."""
-        examples = load_eval(self.task, self.config)
+    def evaluate(self, reporter=None, task: Task | None = None, config: RunConfig | None = None
+                 ) -> tuple[list[Example], list[str]] | None:
+        """Greedy responses to the benchmark (``task`` under ``config``; default: the run's),
+        sharded over ranks; rank 0 gets all of them. ``reporter``: counts the items (its
+        ``begin_eval`` is the caller's)."""
+        task, config = task or self.task, config or self.config
+        examples = load_eval(task, config)
         mine = examples[self.rank::self.world]
-        if reporter is not None:
-            reporter.begin_eval(len(mine))
         progress = reporter.eval if reporter is not None else None
         r = self.config.rollout
         texts = self.rollout.generate_eval(mine, r.eval_max_response_tokens, r.eval_batch_size,
@@ -268,7 +270,9 @@ def engine_context(config: RunConfig, task: Task, tokenizer, source: str) -> int
 
     r = config.rollout
     train = r.max_prompt_tokens + r.max_response_tokens
-    examples = load_eval(task, config)
+    # every benchmark the training is evaluated on (``--also-evaluate``)
+    examples = [ex for c in evaluations(config)
+                for ex in load_eval(task if c.task.task == task.name else get_task(c), c)]
     lengths = [len(i) for i in encode_prompts(tokenizer, examples)] if examples else []
     longest = max(range(len(lengths)), key=lengths.__getitem__) if lengths else None
     evaluation = lengths[longest] + r.eval_max_response_tokens if lengths else 0
@@ -332,15 +336,29 @@ def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
 
     checksum = parameter_checksum(trainer.engine.module)  # collective under ZeRO-3
     workers = eng.all_gather_objects(eng.placement())  # which node each rank ran on
-    evaluated = trainer.evaluate(reporter)
+    # each benchmark the training is evaluated on (--task, then --also-evaluate's), with the
+    # config and files a run of that benchmark alone would have
+    runs = [run, *(SeedRun.of(c) for c in evaluations(config)[1:])]
+    tasks = [trainer.task, *(get_task(r.config) for r in runs[1:])]
+    if reporter is not None:
+        reporter.begin_eval(sum(len(load_eval(t, r.config)[trainer.rank::trainer.world])
+                                for t, r in zip(tasks, runs)))
+    evaluated = [trainer.evaluate(reporter, t, r.config) for t, r in zip(tasks, runs)]
     if reporter is not None:
         reporter.close()
-    if evaluated is None:
+    if evaluated[0] is None:
         return None
-    examples, responses = evaluated
-    scored = trainer.task.score(examples, responses)
+    scored = [t.score(*e) for t, e in zip(tasks, evaluated)]
     for t in trackers:  # the final evaluation, at the last step
-        t.log({f"eval/{k}": v for k, v in scored["metrics"].items()}, config.training.steps)
+        for r, s in zip(runs, scored):
+            prefix = "eval/" if r is run else f"eval/{r.config.task.task}/"
+            t.log({f"{prefix}{k}": v for k, v in s["metrics"].items()}, config.training.steps)
         t.close()
-    return store_result(run, examples, responses, scored, history,
-                        time.perf_counter() - start, trainer.train_examples, checksum, workers)
+    wall = time.perf_counter() - start
+    names = [r.config.task.task for r in runs] if len(runs) > 1 else []
+    # the run's own result last: it marks the seed as done (harness.launch checks them all)
+    for r, e, s in reversed(list(zip(runs, evaluated, scored))):
+        path = store_result(r, *e, s, history, wall, trainer.train_examples, checksum, workers,
+                            provenance=run.provenance(), log_source=run.partial_log,
+                            evaluated_with=names)
+    return path

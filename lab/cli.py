@@ -131,13 +131,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         if run.config.seed not in todo:
             print(f"seed {run.config.seed}: stored at {run.result} (skipped; --force reruns "
                   "it)")
-    run_seeds(config, todo)
+    run_seeds(config, todo, force=args.force)
     print()
     rewards = training_rewards(runs)
     if rewards:
         print(rewards)
         print()
-    print(summary_table(config, runs))
+    evaluations = cfg.evaluations(config)
+    for k, each in enumerate(evaluations):  # one table per benchmark (--also-evaluate)
+        if len(evaluations) > 1:
+            print(("\n" if k else "") + f"{each.task.task}:")
+        print(summary_table(each, [SeedRun.of_seed(each, s) for s in seeds]))
     return 0
 
 

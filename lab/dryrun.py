@@ -53,8 +53,9 @@ def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
         except (KeyError, ValueError):
             pass
     limit = config.task.eval_limit
-    print(f"evaluation: {t}, " + (f"a {limit}-item subset (seed {config.task.eval_seed})"
-                                  if limit else "every item"))
+    print(f"evaluation: {', '.join(cfg.benchmarks(config))}, "
+          + (f"a {limit}-item subset (seed {config.task.eval_seed})" if limit else "every item")
+          + (" of each, after one training" if len(cfg.benchmarks(config)) > 1 else ""))
     if warm_start_only:
         from harness.warmstart import cache
 
@@ -63,18 +64,21 @@ def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
         from harness.results import stored_seeds
         from harness.seedrun import SeedRun
 
-        try:
-            stored = stored_seeds(config)
-        except (ValueError, KeyError):
-            stored = {}
         print("seeds:")
-        for s in seeds:
-            run = SeedRun.of_seed(config, s)
-            state = "stored (skipped; --force reruns it)" if s in stored and not force \
-                else "to run"
-            print(f"  seed {s}: {run.result}  [{state}]")
+        todo_set: set[int] = set()
+        for each in cfg.evaluations(config):  # one result per benchmark (--also-evaluate)
+            try:
+                stored = stored_seeds(each)
+            except (ValueError, KeyError):
+                stored = {}
+            for s in seeds:
+                run = SeedRun.of_seed(each, s)
+                state = "stored (skipped; --force reruns it)" if s in stored and not force \
+                    else "to run"
+                print(f"  seed {s}: {run.result}  [{state}]")
+            todo_set |= {s for s in seeds if force or s not in stored}
         print(f"checkpoints while training: under {config.checkpoint_dir}")
-        todo = [s for s in seeds if force or s not in stored]
+        todo = [s for s in seeds if s in todo_set]
         if todo:
             from lab.reports.plan import estimate_run, stored_costs
 

@@ -135,6 +135,12 @@ class Task:
     # package that a benchmark's own evaluation code imports), each with its fix; checked
     # before any worker starts
     preflight: Optional[Callable[[Path | None], list[str]]] = None
+    # item_scores(records) -> {metric: [(value, weight), ...]}, one pair per prediction record
+    # (``score``'s items, as ``seed<k>.predictions.jsonl`` stores them): each metric it names
+    # is 100 * sum(w * v) / sum(w) over the items (:func:`recompose`), so that a comparison's
+    # interval can resample the items as well as the seeds; the weights depend on which items
+    # were evaluated, not on the responses
+    item_scores: Optional[Callable[[Sequence[Mapping]], dict]] = None
 
     def higher_is_better(self, metric: str) -> bool:
         return metric not in self.lower_is_better
@@ -159,3 +165,13 @@ class Task:
             for reward, value in zip(self.rewards, row):
                 check_bounds(reward, value, example)
         return [[float(v) for v in row] for row in rows]
+
+
+def recompose(scores: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, float]:
+    """The metrics (percent) that :attr:`Task.item_scores`' per-item pairs make."""
+    out = {}
+    for name, pairs in scores.items():
+        total = sum(w for _, w in pairs)
+        if total > 0:
+            out[name] = 100.0 * sum(v * w for v, w in pairs) / total
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness import orphan
-from harness.results import atomic_write_json, atomic_write_jsonl, make_record
+from harness.results import atomic_write_json, atomic_write_jsonl, atomic_write_text, make_record
 from tasks.base import Example
 
 
@@ -29,14 +29,20 @@ def summarise_training(history: list[dict]) -> dict:
 def store_result(run, examples: list[Example], responses: list[str],
                  scored: dict, history: list[dict], wall: float,
                  train_examples: Sequence[Example] = (), param_checksum: str = "",
-                 workers: Sequence[dict] = ()) -> Path:
+                 workers: Sequence[dict] = (), provenance: dict | None = None,
+                 log_source: Path | None = None, evaluated_with: Sequence[str] = ()) -> Path:
     """Predictions, then the training log, then the result JSON (the commit marker), at the
-    seed's ``SeedRun`` paths."""
+    seed's ``SeedRun`` paths. One training evaluated on several benchmarks stores one result
+    per benchmark: ``log_source`` is the training's log (copied; moved when it is this run's
+    own), ``provenance`` the training's code, ``evaluated_with`` the benchmarks, in order."""
     orphan.check()  # a worker whose job was killed stores nothing (a resume may be running)
     config, path = run.config, run.result
     items = {it["id"]: it for it in scored.get("items", [])}
     partial = run.partial_log
-    if partial.is_file():
+    source = Path(log_source) if log_source is not None else partial
+    if source != partial and source.is_file():
+        atomic_write_text(path.with_suffix(".train.jsonl"), source.read_text())
+    elif partial.is_file():
         os.replace(partial, path.with_suffix(".train.jsonl"))
     atomic_write_jsonl(path.with_suffix(".predictions.jsonl"),
                        [{"id": ex.id, "response": text, **{k: v for k, v in
@@ -47,5 +53,7 @@ def store_result(run, examples: list[Example], responses: list[str],
         train={**summarise_training(history), "final_param_sha256": param_checksum},
         wall_seconds=wall,
         train_examples=train_examples, eval_examples=examples,
-        problems=scored.get("problems", ()), workers=workers, provenance=run.provenance()))
+        problems=scored.get("problems", ()), workers=workers,
+        provenance=provenance if provenance is not None else run.provenance(),
+        evaluated_with=evaluated_with))
     return path

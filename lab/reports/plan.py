@@ -82,6 +82,31 @@ class Plan:
     def to_run(self) -> list[tuple[Job, int]]:
         return [(j, s) for j in self.jobs if not j.blocked for s in j.missing]
 
+    def trainings(self) -> list[tuple[cfg.RunConfig, tuple[int, ...], list[Job]]]:
+        """The runs to do, one training per group: jobs that differ only in the benchmark
+        (same family, training set and missing seeds) train once and evaluate each benchmark
+        (``--task A,B``); each: (config, seeds, its jobs)."""
+        from harness.data import choose_train_set, get_task
+
+        groups: dict[tuple, list[Job]] = {}
+        for job in self.jobs:
+            if job.blocked or not job.missing:
+                continue
+            c = job.config
+            try:
+                key = (replace(c, task=replace(c.task, task="")), get_task(c).family,
+                       choose_train_set(c).name, job.missing)
+            except (KeyError, ValueError):
+                key = (c, job.missing)  # the preflight names what is wrong with it
+            groups.setdefault(key, []).append(job)
+        out = []
+        for jobs in groups.values():
+            first = jobs[0].config
+            config = replace(first, task=replace(first.task, also_evaluate=",".join(
+                j.task for j in jobs[1:])))
+            out.append((config, jobs[0].missing, jobs))
+        return out
+
 
 def model_for(name: str, model_dir: str | None) -> tuple[str, str]:
     """(what --model takes, why it is missing or ""): embedded names as they are, paper models
@@ -173,12 +198,14 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
     missing seed as ``estimate_run`` says."""
     stored = stored_costs(results_dir)
     total, unknown = 0.0, 0
-    for job, _ in plan.to_run():
-        one = estimate_run(job.config, stored)
-        if one is None:
-            unknown += 1
-        else:
-            total += one
+    for _, seeds, jobs in plan.trainings():
+        for k, job in enumerate(jobs):
+            # one training per group: the benchmarks after the first add their evaluation
+            one = estimate_run(job.config, stored, with_training=k == 0)
+            if one is None:
+                unknown += len(seeds)
+            else:
+                total += one * len(seeds)
     return total, unknown
 
 
@@ -201,8 +228,9 @@ def stored_costs(results_dir: str) -> list[tuple]:
     return stored
 
 
-def estimate_run(config, stored: list[tuple]) -> float | None:
-    """Seconds one seed of ``config`` would take (None: nothing stored to estimate from).
+def estimate_run(config, stored: list[tuple], with_training: bool = True) -> float | None:
+    """Seconds one seed of ``config`` would take (None: nothing stored to estimate from);
+    ``with_training=False``: its start-up and evaluation only.
 
     It is estimated from the stored seeds closest to it: its own run folder's (the same
     settings: the best guess of its cost), else the same task, method and preset, else the
@@ -231,7 +259,7 @@ def estimate_run(config, stored: list[tuple]) -> float | None:
     fixed = statistics.median(max(0.0, w - n * sps) for _, _, _, n, w, sps, *_ in near)
     per_step = statistics.median(s[5] for s in near if s[5] > 0) if any(
         s[5] > 0 for s in near) else 0.0
-    return fixed + c.training.steps * per_step
+    return fixed + (c.training.steps * per_step if with_training else 0.0)
 
 
 def needs_text(reason: str) -> str:

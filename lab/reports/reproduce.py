@@ -42,7 +42,9 @@ def describe(plan: Plan, results_dir: str) -> str:
     est = f"about {seconds / 60:.0f} min" if seconds else "nothing stored to estimate from"
     if unknown and seconds:
         est += f" (+ {unknown} run(s) with nothing stored to estimate from)"
-    lines.append(f"  {len(todo)} run(s) to do" + (f", {est}" if todo else ""))
+    trainings = sum(len(seeds) for _, seeds, _ in plan.trainings())
+    shared = f" in {trainings} training(s)" if todo and trainings < len(todo) else ""
+    lines.append(f"  {len(todo)} run(s) to do{shared}" + (f", {est}" if todo else ""))
     return "\n".join(lines)
 
 
@@ -75,14 +77,16 @@ def execute(plan: Plan) -> None:
     from harness.plugins import load_plugins
     from harness.preflight import raise_if, run_problems
 
-    todo = [job for job in plan.jobs if not job.blocked and job.missing]
+    todo = plan.trainings()  # cells that differ only in the benchmark train once
     problems: list[str] = []
-    for job in todo:
-        load_plugins(job.config.plugins)
-        problems += [p for p in run_problems(job.config) if p not in problems]
+    for config, _, _ in todo:
+        load_plugins(config.plugins)
+        problems += [p for p in run_problems(config) if p not in problems]
     raise_if(problems)
-    for job in todo:
-        run_seeds(job.config, list(job.missing))
+    for config, seeds, jobs in todo:
+        # every benchmark of the group misses these seeds (absent, or stale with
+        # --rerun-stale): each is made anew
+        run_seeds(config, list(seeds), force=len(jobs) > 1)
 
 
 def not_run_cells(text: str) -> int:

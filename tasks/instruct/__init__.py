@@ -104,7 +104,7 @@ class IfFlags:
 
 def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, ...] = HEADLINE,
              options: IfOptions = IfOptions(), judge: JudgeOptions = JudgeOptions(),
-             preflight=None) -> Task:
+             preflight=None, item_scores=None) -> Task:
     """``score_with(judge options)`` gives the benchmark's scorer (only AdvancedIF's uses them)."""
     return Task(
         name=name, family=FAMILY, help=what, rewards=_rewards(options),
@@ -116,14 +116,14 @@ def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, .
                                                                       options),
         bind=lambda tc: _if_task(name, what, load_eval, score_with, headline,
                                  IfOptions.from_task_config(tc),
-                                 JudgeOptions.from_task_config(tc), preflight),
-        preflight=preflight,
+                                 JudgeOptions.from_task_config(tc), preflight, item_scores),
+        preflight=preflight, item_scores=item_scores,
     )
 
 
 def _wheel_benchmark(name: str, what: str) -> Task:
     return _if_task(name, what, lambda data_dir: data.load_benchmark(name),
-                    lambda judge: evaluate.score)
+                    lambda judge: evaluate.score, item_scores=evaluate.item_scores)
 
 
 TASKS.add("ifeval", _wheel_benchmark("ifeval", "IFEval (541 prompts, 25 instruction ids), "
@@ -136,7 +136,7 @@ TASKS.add("muldimif", _if_task(
     "muldimif", "MulDimIF test (1,200 prompts; a checkout of its repository at "
     "DATA_DIR/muldimif: Data/test.json and the checkers in Code/evaluation), accuracy",
     muldimif.load, lambda judge: muldimif.score, ("accuracy", "micro"),
-    preflight=muldimif.problems))
+    preflight=muldimif.problems, item_scores=muldimif.item_scores))
 TASKS.add("advancedif", _if_task(
     "advancedif", "AdvancedIF (rubric-judged; DATA_DIR/advancedif/*.jsonl and the release's "
     "judge.py), overall and rubric pass rates; needs --judge",

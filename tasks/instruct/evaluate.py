@@ -109,3 +109,19 @@ def score(examples: Sequence[Example], responses: Sequence[str]) -> dict:
     return {"metrics": metrics, "items": items,
             "counts": {b: sum(e.metadata.get("benchmark", "") == b for e in examples)
                        for b in benchmarks}}
+
+
+def item_scores(records: Sequence[dict]) -> dict[str, list[tuple[float, float]]]:
+    """Per prediction record, the (value, weight) pair of each of :func:`score`'s accuracies
+    (one benchmark): a prompt counts where all its instructions are scorable, an instruction
+    where it is scorable."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for mode in ("strict", "loose"):
+        prompts, instructions = [], []
+        for r in records:
+            known = [x for x in r[mode] if x is not None]
+            scorable = all(x is not None for x in r["strict"])
+            prompts.append((float(all(known)), 1.0 if scorable else 0.0))
+            instructions.append((sum(known) / len(known) if known else 0.0, float(len(known))))
+        out[f"prompt_{mode}"], out[f"inst_{mode}"] = prompts, instructions
+    return out

@@ -151,3 +151,12 @@ def score(examples: Sequence[Example], responses: Sequence[str]) -> dict:
                    "micro": 100.0 * passed / total, "checker_errors": errors}
         metrics.update({k: 100.0 * a / b for k, (a, b) in sorted(groups.items())})
     return {"metrics": metrics, "items": items, "counts": {"muldimif": n}}
+
+
+def item_scores(records: Sequence[dict]) -> dict[str, list[tuple[float, float]]]:
+    """Per prediction record, the (value, weight) pair of :func:`score`'s accuracy (every
+    constraint followed), macro (the share followed, per prompt) and micro (per constraint)."""
+    shares = [(sum(r["judges"]) / len(r["judges"]), len(r["judges"])) for r in records]
+    return {"accuracy": [(float(r["correct"]), 1.0) for r in records],
+            "macro": [(share, 1.0) for share, _ in shares],
+            "micro": [(share, float(n)) for share, n in shares]}

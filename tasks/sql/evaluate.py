@@ -187,3 +187,23 @@ def score(examples: Sequence[Example], responses: Sequence[str], options: SqlOpt
         metrics["gold_failures"] = len(problems)
     return {"metrics": metrics, "items": items, "problems": problems,
             "counts": {b: tally[b][1] for b in benchmarks}}
+
+
+def item_scores(records: Sequence[dict]) -> dict[str, list[tuple[float, float]]]:
+    """Per prediction record, the (value, weight) pair of each of :func:`score`'s accuracies:
+    per benchmark and per benchmark/difficulty (an item's category is ``benchmark/level``),
+    their unweighted mean over benchmarks, the format and executable rates."""
+    cats = [r["category"] for r in records]
+    benches = [c.split("/")[0] for c in cats]
+    out: dict[str, list[tuple[float, float]]] = {}
+    for key in sorted({*cats, *benches}):
+        out[key] = [(float(r["correct"]), float(key in (c, b)))
+                    for r, c, b in zip(records, cats, benches)]
+    names = sorted(set(benches))
+    if len(names) > 1:
+        size = {b: benches.count(b) for b in names}
+        out["average"] = [(float(r["correct"]), 1.0 / (len(names) * size[b]))
+                          for r, b in zip(records, benches)]
+    out["format_rate"] = [(float(r["format_ok"]), 1.0) for r in records]
+    out["executable_rate"] = [(float(r["executed"]), 1.0) for r in records]
+    return out

@@ -82,7 +82,7 @@ def _bfcl_task(name: str, categories: Sequence[str], headline: tuple[str, ...], 
     return Task(
         name=name, family=FAMILY, help=f"BFCL v4 {what} (AST checker, ToolRL prompt format).",
         rewards=REWARDS, train_sets=TRAIN_SET_NAMES, load_eval=load_eval, score=score,
-        headline=headline, spans=spans,
+        headline=headline, spans=spans, item_scores=bfcl.item_scores,
     )
 
 

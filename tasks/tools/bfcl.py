@@ -353,3 +353,33 @@ def score(examples: Sequence[Example], responses: Sequence[str]) -> dict:
         metrics["format_rate"] = 100.0 * n_format_ok / len(items)
     return {"metrics": metrics, "items": items, "counts": {c: n for c, (_, n) in counts.items()}}
 
+
+
+def item_scores(records: Sequence[dict]) -> dict[str, list[tuple[float, float]]]:
+    """Per prediction record, the (value, weight) pair of each of :func:`aggregate`'s
+    accuracies: a category's items weigh 1 / its count; Non-Live Simple averages its
+    categories, Non-Live Overall its four groups (Simple as one), Live Overall weighs each
+    category by its size in the full benchmark; and the format rate."""
+    cats = [r["category"] for r in records]
+    n = {c: cats.count(c) for c in set(cats)}
+    valid = [float(r["valid"]) for r in records]
+    out: dict[str, list[tuple[float, float]]] = {
+        c: [(v, float(k == c)) for v, k in zip(valid, cats)] for c in sorted(n)}
+    simple = [c for c in SIMPLE if c in n]
+    groups = (1 if simple else 0) + sum(c in n for c in ("multiple", "parallel",
+                                                         "parallel_multiple"))
+
+    def simple_weight(c: str) -> float:
+        return 1.0 / (len(simple) * n[c]) if c in simple else 0.0
+
+    if simple:
+        out["non_live_simple"] = [(v, simple_weight(c)) for v, c in zip(valid, cats)]
+    if groups:
+        out["non_live_overall"] = [
+            (v, (simple_weight(c) if c in SIMPLE else 1.0 / n[c] if c in NON_LIVE else 0.0)
+             / groups) for v, c in zip(valid, cats)]
+    if any(c in n for c in LIVE):
+        out["live_overall"] = [(v, category_size(c) / n[c] if c in LIVE else 0.0)
+                               for v, c in zip(valid, cats)]
+    out["format_rate"] = [(float(r["format_ok"]), 1.0) for r in records]
+    return out
