@@ -33,11 +33,13 @@ def test_interval_is_scipys_bootstrap_of_the_mean():
 
 
 def test_variant_names():
-    assert loc.parse_variant("mrtpo") == ("mrtpo", "loo", False)
-    assert loc.parse_variant("mrtpo@joint") == ("mrtpo", "joint", False)
-    assert loc.parse_variant("mrtpo@shuffled") == ("mrtpo", "loo", True)
-    assert loc.parse_variant("p2t@single") == ("p2t", "single", False)
-    assert loc.parse_variant("p2t@shuffled") == ("p2t", "loo", True)
+    assert loc.parse_variant("mrtpo") == ("mrtpo", "loo", "")
+    assert loc.parse_variant("mrtpo@joint") == ("mrtpo", "joint", "")
+    assert loc.parse_variant("mrtpo@shuffled") == ("mrtpo", "loo", "shuffled")
+    assert loc.parse_variant("p2t@single") == ("p2t", "single", "")
+    assert loc.parse_variant("p2t@shuffled") == ("p2t", "loo", "shuffled")
+    assert loc.parse_variant("mrtpo@placebo") == ("mrtpo", "loo", "placebo")
+    assert loc.parse_variant("p2t@cross") == ("p2t", "loo", "cross")
     with pytest.raises(ValueError, match="mode after @"):
         loc.parse_variant("mrtpo@nope")
     with pytest.raises(ValueError, match="not one"):
@@ -103,11 +105,11 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     rc = cli.main(["bench", "localisation", "--model", "tiny-random", "--task", "toy-spans",
                    "--plugin", TOY, "--preset", "smoke", "--responses", "8", "--group-size",
                    "4", "--max-response-tokens", "10", "--output-dir", str(tmp_path),
-                   "--methods", loc.DEFAULT_VARIANTS + ",p2t,p2t@joint,p2t@shuffled"])
+                   "--methods", loc.DEFAULT_VARIANTS + ",p2t,p2t@joint,p2t@shuffled,p2t@placebo"])
     data = json.loads((tmp_path / "localisation-toy-spans.json").read_text())
     assert rc == (3 if data["control_failures"] else 0)
     assert data["variants"] == loc.DEFAULT_VARIANTS.split(",") + ["p2t", "p2t@joint",
-                                                                  "p2t@shuffled"]
+                                                                  "p2t@shuffled", "p2t@placebo"]
     assert data["facts"]["responses"] == 8 and set(data["facts"]["replay_s"]) == \
         set(data["variants"])
     for spec in data["variants"]:
@@ -119,6 +121,13 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     for spec in ("mrtpo@joint", "p2t@joint"):
         joint = data["results"][spec]
         assert joint["parity/top10"]["mean"] == pytest.approx(joint["vowels/top10"]["mean"])
+    # the placebo is paired with the real replay over the same responses; the cross reading
+    # puts each reward's profile under the other's name
+    assert set(data["specificity"]) == {"mrtpo", "p2t"}
+    assert set(data["specificity"]["mrtpo"]) <= {k for k in data["results"]["mrtpo"]
+                                                 if k.endswith("/span_ratio")}
+    assert data["results"]["mrtpo@placebo"] != data["results"]["mrtpo"]
+    assert all(s["prompts"] <= s["n"] for s in data["results"]["mrtpo@cross"].values())
     # P2T's profile is its own, not MRTPO's
     assert data["results"]["p2t"]["vowels/top10"] != data["results"]["mrtpo"]["vowels/top10"]
     md = (tmp_path / "localisation-toy-spans.md").read_text()

@@ -19,8 +19,21 @@ Per reward and variant, over responses, with 95 % bootstrap intervals
 - **top-10 % share**: the share of the profile held by the response's top 10 % tokens (uniform:
   0.10).
 
-The shuffled variant is the control: its span ratios must cover 1.0, or the statistic is
-biased; the report says so in its first lines and the command exits with status 3.
+Responses are clustered by prompt (a group shares it), so each interval resamples prompts
+(the mean over a prompt's responses; BCa, percentile where BCa is undefined), and at fewer
+than ``SMALL`` prompts it is a Student-t interval over the prompts' means.
+
+Controls:
+
+- ``@shuffled`` (calibration): the profile permuted over each response's tokens; its span
+  ratios must cover 1.0, or the statistic is biased; the report says so in its first lines and
+  the command exits with status 3;
+- ``@placebo`` (specificity): the replay with each verifier text replaced by one of the same
+  token length that says nothing about the response (``lab.bench.placebo``); the report gives
+  the paired difference real - placebo over the same responses;
+- ``@cross`` (specificity across rewards): each reward's profile read on the other rewards'
+  spans (reward k's profile under reward k+1's name, cyclically): a profile that follows its
+  own verifier is above its cross reading.
 """
 from __future__ import annotations
 
@@ -29,28 +42,30 @@ import math
 import time
 from dataclasses import replace
 
-DEFAULT_VARIANTS = "mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled"
+DEFAULT_VARIANTS = "mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled,mrtpo@placebo,mrtpo@cross"
 METHODS = ("mrtpo", "p2t")
 CONTROL = "shuffled"
+CONTROLS = (CONTROL, "placebo", "cross")
 MODES = ("loo", "joint", "single")
 STATS = ("span_ratio", "top10")
 RESAMPLES = 2000
+SMALL = 10  # fewer prompts than this: a t-interval over the prompts' means
 
 
-def parse_variant(spec: str) -> tuple[str, str, bool]:
-    """``mrtpo`` / ``p2t``, each with ``@joint`` / ``@single`` / ``@shuffled`` -> (method,
-    contexts, shuffled)."""
+def parse_variant(spec: str) -> tuple[str, str, str]:
+    """``mrtpo`` / ``p2t``, each with ``@joint`` / ``@single`` or a control (``@shuffled``,
+    ``@placebo``, ``@cross``) -> (method, contexts, control or "")."""
     name, _, mode = spec.strip().partition("@")
     if name not in METHODS:
         raise ValueError(f"bench localisation measures the per-reward token profiles of "
                          f"{' and '.join(METHODS)}; {spec!r} is not one (e.g. mrtpo, "
                          "mrtpo@joint, mrtpo@single, mrtpo@shuffled, p2t, p2t@shuffled)")
-    if mode == CONTROL:
-        return name, "loo", True
+    if mode in CONTROLS:
+        return name, "loo", mode
     if mode not in ("",) + MODES:
         raise ValueError(f"unknown variant {spec!r}: the mode after @ is one of "
-                         f"{', '.join(MODES + (CONTROL,))}")
-    return name, mode or "loo", False
+                         f"{', '.join(MODES + CONTROLS)}")
+    return name, mode or "loo", ""
 
 
 def profile_of(name: str, ctx, options, mode: str):
@@ -77,16 +92,28 @@ def profile_of(name: str, ctx, options, mode: str):
         seed=seed)
 
 
-def interval(values, seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high) of ``values`` with a bootstrap interval of the mean at ``level`` (BCa;
-    the percentile interval where BCa is undefined)."""
+def interval(values, seed: int = 0, level: float = 0.95, clusters=None
+             ) -> tuple[float, float, float]:
+    """(mean, low, high) of ``values`` with an interval of the mean at ``level``. Without
+    ``clusters``: a bootstrap over the values (BCa; percentile where BCa is undefined). With
+    ``clusters`` (one label per value: the prompt a response answers): the statistic is the
+    mean of the cluster means, resampled over clusters, and below ``SMALL`` clusters a
+    Student-t interval over the cluster means (a bootstrap of a handful covers too little)."""
     import numpy as np
     from scipy import stats
 
     x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
+    if clusters is not None:
+        labels = list(dict.fromkeys(clusters))
+        x = np.asarray([float(np.mean([v for v, c in zip(values, clusters) if c == label]))
+                        for label in labels])
+    mean = float(x.mean()) if len(x) else math.nan
     if len(x) < 2 or float(x.max() - x.min()) <= 1e-12:
-        return mean, (mean if len(x) else math.nan), (mean if len(x) else math.nan)
+        return mean, mean, mean
+    if clusters is not None and len(x) < SMALL:
+        half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1)
+                     / math.sqrt(len(x)))
+        return mean, mean - half, mean + half
     import warnings
 
     for method in ("BCa", "percentile"):
@@ -110,18 +137,38 @@ def verdict(low: float, high: float) -> str:
     return "not distinguishable from uniform (interval covers 1)"
 
 
-def summarise(records: list[dict], seed: int = 0) -> dict[str, dict]:
-    """{``<reward or span>/<stat>``: {n, mean, low, high, values}} over the responses that
-    have it."""
+def summarise(records: list[dict], seed: int = 0, prompts=None) -> dict[str, dict]:
+    """{``<reward or span>/<stat>``: {n, prompts, mean, low, high, values, clusters}} over the
+    responses that have it; ``prompts``: the prompt of each record (the intervals resample
+    prompts; None: responses)."""
     keys = sorted({k for r in records for k in r
                    if k.rsplit("/", 1)[-1] in STATS and not k.startswith("type/")})
+    labels = list(prompts) if prompts is not None else list(range(len(records)))
     out = {}
     for key in keys:
-        vals = [r[key] for r in records if key in r and not math.isnan(r[key])]
-        if vals:
-            mean, low, high = interval(vals, seed)
-            out[key] = {"n": len(vals), "mean": mean, "low": low, "high": high,
-                        "values": vals}
+        kept = [(r[key], c) for r, c in zip(records, labels)
+                if key in r and not math.isnan(r[key])]
+        if kept:
+            vals, clusters = [v for v, _ in kept], [c for _, c in kept]
+            mean, low, high = interval(vals, seed, clusters=clusters)
+            out[key] = {"n": len(vals), "prompts": len(set(clusters)), "mean": mean,
+                        "low": low, "high": high, "values": vals, "clusters": clusters}
+    return out
+
+
+def paired(real: dict, placebo: dict, seed: int = 0) -> dict[str, dict]:
+    """Per span ratio, real - placebo on the responses both have (the same responses and
+    tokens, so the difference is paired), prompt-clustered as ``summarise``."""
+    out = {}
+    for key, s in real.items():
+        t = placebo.get(key)
+        if not key.endswith("/span_ratio") or t is None:
+            continue
+        if len(s["values"]) != len(t["values"]) or s["clusters"] != t["clusters"]:
+            continue  # not the same responses (a NaN on one side): no pairing
+        diffs = [a - b for a, b in zip(s["values"], t["values"])]
+        mean, low, high = interval(diffs, seed, clusters=s["clusters"])
+        out[key] = {"n": len(diffs), "mean": mean, "low": low, "high": high}
     return out
 
 
@@ -150,22 +197,29 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     # every pair, also those whose group had no signal (their advantage is 0 in training)
     ctx.signal = torch.ones(ctx.rewards.shape, dtype=torch.bool)
     out, timing = {}, {}
-    computed: dict[tuple, tuple] = {}  # (method, mode) -> raw profile: the control reuses it
+    prompts = [e.id for e in ctx.examples]
+    computed: dict[tuple, tuple] = {}  # (method, mode, placebo) -> raw profile (reused)
     for spec in variants:
-        name, mode, shuffled = parse_variant(spec)
+        name, mode, control = parse_variant(spec)
         t0 = time.perf_counter()
-        if (name, mode) not in computed:
-            computed[(name, mode)] = profile_of(name, ctx, trainer.options, mode)
-        raw, to_weights = computed[(name, mode)]
+        key = (name, mode, control == "placebo")
+        if key not in computed:
+            # the placebo replays the same responses with uninformative verifier texts
+            computed[key] = profile_of(name, placebo_context(ctx, seed) if key[2] else ctx,
+                                       trainer.options, mode)
+        raw, to_weights = computed[key]
         # the profile the allocation trains with, shuffled as its ablation; a reward absent
         # from a response's prompt has no profile there (NaN: not counted)
-        w = to_weights(raw, shuffled, seed)
+        w = to_weights(raw, control == CONTROL, seed)
         w[torch.isnan(ctx.rewards)] = float("nan")
+        if control == "cross":  # reward k's profile read on reward k+1's spans
+            w = torch.roll(w, shifts=1, dims=1)
+            w[torch.isnan(ctx.rewards)] = float("nan")
         timing[spec] = time.perf_counter() - t0
         records = batch_records(ctx.tokenizer, ctx.examples, ctx.response_ids,
                                 ctx.response_mask, w, ctx.reward_names, trainer.task.spans,
                                 ctx.rewards.tolist())
-        out[spec] = summarise(records, seed)
+        out[spec] = summarise(records, seed, prompts)
     rewards = ctx.rewards
     present = [k for k in range(rewards.shape[1]) if bool((~torch.isnan(rewards[:, k])).any())]
     facts = {"responses": int(ctx.response_ids.shape[0]),
@@ -177,17 +231,30 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     return out, facts
 
 
+def placebo_context(ctx, seed: int):
+    """``ctx`` with every example's verifier texts replaced by placebos
+    (``lab.bench.placebo``): the same responses, other replay contexts."""
+    import copy
+
+    from lab.bench.placebo import placebo_examples
+
+    out = copy.copy(ctx)
+    out.examples = placebo_examples(ctx.examples, ctx.tokenizer, seed)
+    return out
+
+
 def control_failures(results: dict[str, dict], seed: int = 0) -> list[str]:
     """The shuffled variants' span ratios whose interval excludes 1.0. The intervals are
     family-wise at 95 % (Bonferroni over the control's ratios): at 95 % each, a control of
     m ratios would fail by chance alone with probability up to 1 - 0.95^m."""
-    checks = [(spec, key, s) for spec, stats in results.items() if parse_variant(spec)[2]
+    checks = [(spec, key, s) for spec, stats in results.items()
+              if parse_variant(spec)[2] == CONTROL
               for key, s in stats.items() if key.endswith("/span_ratio")]
     level = 1 - 0.05 / max(1, len(checks))
     bad = []
     for spec, key, s in checks:
-        _, low, high = interval(s["values"], seed, level) if "values" in s else \
-            (s["mean"], s["low"], s["high"])
+        _, low, high = interval(s["values"], seed, level, s.get("clusters")) \
+            if "values" in s else (s["mean"], s["low"], s["high"])
         if not math.isnan(low) and not low <= 1.0 <= high:
             bad.append(f"{spec} {key}: {s['mean']:.3f} [{low:.3f}, {high:.3f}] at "
                        f"{100 * level:.1f} %")
@@ -204,7 +271,7 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
         lines += ["**CONTROL FAILED**: shuffled relevance gives span ratios whose family-wise "
                   "95 % interval excludes 1.0, so the statistic is biased: " + "; ".join(bad),
                   ""]
-    elif any(parse_variant(s)[2] for s in specs):
+    elif any(parse_variant(s)[2] == CONTROL for s in specs):
         lines += ["Control: every shuffled span ratio's interval covers 1.0 (family-wise 95 %, "
                   "Bonferroni over the control's ratios).", ""]
     lines += [f"{facts['responses']} responses to {facts['prompts']} prompts, "
@@ -212,9 +279,12 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
               + ", ".join(f"{n} {v:.2f}" for n, v in facts["reward_means"].items())
               + f"; sampling {facts['generate_s']:.0f} s, replay "
               + ", ".join(f"{s} {t:.0f} s" for s, t in facts["replay_s"].items()) + ".", "",
-              "Mean over responses [95 % bootstrap interval] (n responses). Span ratio: the "
+              "Mean over responses [95 % interval, resampling prompts: bootstrap, or Student t "
+              f"below {SMALL} prompts] (n responses). Span ratio: the "
               "profile's share on the span the reward's checker reads over that span's token "
-              "share (1 = uniform); top10: the share on the top 10 % tokens (uniform 0.10).", "",
+              "share (1 = uniform); top10: the share on the top 10 % tokens (uniform 0.10). "
+              "@placebo: the replay with uninformative verifier texts of the same length; "
+              "@cross: the row's span read with the previous reward's profile.", "",
               "| reward / statistic | " + " | ".join(specs) + " |",
               "|---|" + "---|" * len(specs)]
     for key in keys:
@@ -224,6 +294,18 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
             cells.append("–" if s is None else
                          f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}] (n={s['n']})")
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    for spec in specs:  # real - placebo, paired over the same responses
+        name, mode, control = parse_variant(spec)
+        placebo = f"{name}@placebo"
+        if control or mode != "loo" or placebo not in results:
+            continue
+        diff = paired(results[spec], results[placebo])
+        if diff:
+            lines += ["", f"Specificity ({spec} - {placebo}, span ratio, paired over the same "
+                          "responses; above 0: the reward's own verifier text moves more "
+                          "credit onto its span than a placebo):", ""]
+            lines += [f"- {k.rsplit('/', 1)[0]}: {d['mean']:+.2f} [{d['low']:+.2f}, "
+                      f"{d['high']:+.2f}] (n={d['n']})" for k, d in diff.items()]
     first = specs[0]
     ratios = [k for k in keys if k.endswith("/span_ratio") and k in results[first]]
     if ratios:
@@ -271,9 +353,13 @@ def bench_localisation(args: argparse.Namespace) -> int:
             f"{args.seed}, {config.rollout.engine} engine; variants {', '.join(variants)}")
     md = markdown(results, facts, what, report.machine_line(m))
     label = args.label or f"localisation-{config.task.task}"
+    specificity = {spec: paired(results[spec], results[f"{parse_variant(spec)[0]}@placebo"])
+                   for spec in variants if parse_variant(spec)[1:] == ("loo", "")
+                   and f"{parse_variant(spec)[0]}@placebo" in results}
     data = {"bench": "localisation", "label": label, "machine": m, "task": config.task.task,
             "preset": args.preset, "config": config.to_dict(), "variants": variants,
-            "facts": facts, "results": results, "control_failures": control_failures(results)}
+            "facts": facts, "results": results, "specificity": specificity,
+            "control_failures": control_failures(results)}
     report.publish(label, data, md, args.output_dir)
     return 3 if data["control_failures"] else 0
 
@@ -287,7 +373,8 @@ def add_parser(which) -> None:
     p.add_argument("--preset", default="smoke-learn")
     p.add_argument("--methods", default=DEFAULT_VARIANTS,
                    help="comma-separated variants: mrtpo or p2t, each plain or @joint, "
-                        "@single, @shuffled (the control): mrtpo,p2t,p2t@shuffled")
+                        "@single, or a control: @shuffled (calibration), @placebo "
+                        "(uninformative verifier texts), @cross (another reward's profile)")
     p.add_argument("--responses", type=int, default=64,
                    help="responses to sample (a multiple of the group size)")
     p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed")

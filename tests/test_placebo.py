@@ -1,0 +1,126 @@
+"""The placebo control of ``bench localisation``: uninformative verifier texts of the same
+length, and on a model that reads its verifier text, a placebo span ratio that covers 1 where
+the real one does not."""
+import dataclasses
+
+import pytest
+import torch
+
+from lab.bench import localisation as loc
+from lab.bench.placebo import placebo_examples, placebo_texts
+from tasks.base import Example, VerifierInfo
+
+WORDS = ["pad", "the", "a", "of", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot",
+         "answer", "is", "format"]
+
+
+class WordTokenizer:
+    """One token per space-separated word of ``WORDS``."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [WORDS.index(w) for w in text.split()]
+
+    def decode(self, ids):
+        return " ".join(WORDS[i] for i in ids)
+
+
+def example(k: int) -> Example:
+    gold = WORDS[4 + k]
+    return Example(id=f"p{k}", messages=({"role": "user", "content": "format the answer"},),
+                   reference=gold, verifier_info=(
+                       VerifierInfo("name", f"{gold} {gold}", privileged=True),
+                       VerifierInfo("format", "format", privileged=False)))
+
+
+def test_a_placebo_has_the_same_length_and_another_prompts_words():
+    tok, batch = WordTokenizer(), [example(k) for k in range(3)]
+    texts = placebo_texts(batch, tok, seed=0)
+    for ex in batch:
+        real = ex.info_for("name").text
+        fake = texts[(ex.id, real)]
+        assert fake != real and len(tok.encode(fake)) == len(tok.encode(real))
+        assert not set(fake.split()) & set(real.split())  # nothing of this prompt's answer
+    # every prompt has the same format text: its placebo is that text scrambled, in the prompt
+    # too (the replay cuts it there)
+    placebo = placebo_examples(batch, tok, seed=0)
+    assert placebo[0].info_for("format").text == "format"
+    assert placebo[0].messages[0]["content"] == "format the answer"
+    assert [e.id for e in placebo] == [e.id for e in batch]
+
+
+class CopyContext:
+    """A model that reads its verifier text: the next-token distribution of response token t is
+    peaked on that token when its word is in the context, flat otherwise (head: identity)."""
+
+    def __init__(self, examples, responses):
+        self.examples = examples
+        self.response_ids = torch.tensor(responses)
+        self.response_mask = torch.ones_like(self.response_ids)
+        self.reward_names = ("name",)
+        self.signal = torch.ones(len(examples), 1, dtype=torch.bool)
+        self.batch_size, self.temperature = 64, 1.0
+        self.tokenizer = WordTokenizer()
+
+    def head(self):
+        return torch.nn.Identity()
+
+    def hidden_variants(self, variants, rows):
+        out = []
+        for contexts in variants:
+            h = torch.zeros(len(rows), self.response_ids.shape[1], len(WORDS))
+            for i, (row, messages) in enumerate(zip(rows, contexts)):
+                text = " ".join(m["content"] for m in messages or [])
+                for t, tok in enumerate(self.response_ids[row].tolist()):
+                    if WORDS[tok] in text.split():
+                        h[i, t, tok] = 6.0
+            out.append(h)
+        return out
+
+
+def span_ratios(ctx, weights):
+    """Per response: the profile's share on the gold word's tokens over their token share."""
+    out = []
+    for i, ex in enumerate(ctx.examples):
+        ids = ctx.response_ids[i]
+        span = ids == WORDS.index(ex.reference)
+        w = weights[i, 0]
+        out.append(float(w[span].sum() / w.sum()) / float(span.float().mean()))
+    return out
+
+
+def test_the_placebo_covers_one_where_the_real_replay_localises():
+    from methods.mrtpo import mrtpo_token_weights, relevance
+    from methods.mrtpo import MrtpoOptions
+
+    batch, responses = [], []
+    for k in range(6):
+        for g in range(4):  # a group of 4 responses per prompt: the answer at different places
+            batch.append(example(k))
+            r = [1, 2, 3, 1, 2, 3, 1, 2]
+            r[(g + k) % 8] = 4 + k
+            responses.append(r)
+    ctx = CopyContext(batch, responses)
+    options = dataclasses.replace(MrtpoOptions(), mrtpo_replay="loo", mrtpo_replay_all=True)
+
+    def ratio(c):
+        d = relevance(c, options)
+        values = span_ratios(c, mrtpo_token_weights(d, c.response_mask, 1.0))
+        return loc.interval(values, clusters=[e.id for e in c.examples])
+
+    mean, low, high = ratio(ctx)
+    assert low > 1.0 and mean == pytest.approx(8.0, rel=1e-3)  # all credit on 1 of 8 tokens
+    placebo = loc.placebo_context(ctx, seed=0)
+    assert placebo.response_ids is ctx.response_ids  # the same responses
+    mean, low, high = ratio(placebo)
+    assert low <= 1.0 <= high and mean == pytest.approx(1.0)
+
+
+def test_prompt_clustered_intervals_use_the_prompts_means():
+    """Two prompts' responses, 3 and 1: the interval is over the 2 prompt means (Student t
+    below loc.SMALL prompts), not over 4 responses."""
+    from scipy import stats
+
+    mean, low, high = loc.interval([1.0, 1.0, 1.0, 3.0], clusters=["a", "a", "a", "b"])
+    half = stats.t.ppf(0.975, 1) * stats.tstd([1.0, 3.0]) / 2 ** 0.5
+    assert mean == pytest.approx(2.0)
+    assert (low, high) == pytest.approx((2.0 - half, 2.0 + half))
