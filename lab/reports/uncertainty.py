@@ -60,10 +60,17 @@ class Paired:
         return t_interval(self.diffs)
 
     @property
+    def spread(self) -> bool:
+        """Whether the differences vary over seeds (without, the t-interval has zero width:
+        it measures nothing, whatever the mean)."""
+        return self.n >= 2 and max(self.diffs) - min(self.diffs) > 1e-12
+
+    @property
     def decided(self) -> bool:
-        """True when the interval excludes 0 (two seeds at least)."""
+        """True when the interval excludes 0 (two seeds at least, with spread: equal
+        differences on every seed leave a zero-width interval that decides nothing)."""
         low, high = self.interval
-        return not math.isnan(low) and (low > 0 or high < 0)
+        return self.spread and not math.isnan(low) and (low > 0 or high < 0)
 
     @property
     def better(self) -> bool:
@@ -72,8 +79,9 @@ class Paired:
 
     @property
     def seeds_for_power(self) -> int | None:
-        """Seeds resolving the observed mean difference at 80 % power (None: never)."""
-        return seeds_for_power(self.mean, self.sd)
+        """Seeds resolving the observed mean difference at 80 % power (None: never, or no
+        spread to size it by)."""
+        return seeds_for_power(self.mean, self.sd) if self.spread else None
 
 
 def t_interval(diffs: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
@@ -167,6 +175,9 @@ def text(p: Paired, digits: int = 2) -> str:
     low, high = p.interval
     if math.isnan(low):
         return f"{fmt_signed(p.mean, digits)} (n=1) P={p.poi:.2f}"
+    if not p.spread:
+        return (f"{fmt_signed(p.mean, digits)} on all {p.n} seeds (no spread: undecided) "
+                f"P={p.poi:.2f}")
     mark = "" if p.decided else "?"
     return (f"{fmt_signed(p.mean, digits)} [{fmt_signed(low, digits)}, "
             f"{fmt_signed(high, digits)}]{mark} P={p.poi:.2f}")
@@ -175,6 +186,8 @@ def text(p: Paired, digits: int = 2) -> str:
 def power_text(p: Paired) -> str:
     if p.n < 2:
         return "–"
+    if not p.spread:
+        return "never" if abs(p.mean) <= 1e-12 else "no spread"
     n = p.seeds_for_power
     if n is None:
         return "never" if abs(p.mean) <= 1e-12 else f">{MAX_SEEDS}"
@@ -187,4 +200,5 @@ LEGEND = ("Against the reference row, per shared seed: mean paired difference, i
           "seed pairs, in the metric's direction).")
 POWER_LEGEND = ("Seeds a paired t-test (two-sided, α = 0.05) would need to resolve each observed "
                 "mean difference at 80 % power, at the observed spread of the differences "
-                "(`never`: the observed difference is 0; `–`: fewer than two shared seeds).")
+                "(`never`: the observed difference is 0; `no spread`: the same difference on "
+                "every seed, nothing to size it by; `–`: fewer than two shared seeds).")
