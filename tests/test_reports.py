@@ -13,13 +13,15 @@ from harness.results import atomic_write_json, atomic_write_jsonl, result_path
 
 def store(job, seed, metrics, log=None, config=None, wall=100.0, step_time=2.0):
     """A result file (and per-step log) as the trainer writes them, for one seed of a job."""
+    from harness.train.store import summarise_training
+
     config = config or job.seed_config(seed)
     path = result_path(job.seed_config(seed))
     log = log or [{"step": 1, "reward/format": 0.1, "time/step": 2.0}]
     atomic_write_jsonl(path.with_suffix(".train.jsonl"), log)
     atomic_write_json(path, {"task": job.task, "method": job.row.method, "model": job.model_label,
                              "seed": seed, "metrics": metrics, "num_eval_items": 20,
-                             "train": {"steps": len(log), "time/step/mean": step_time},
+                             "train": {**summarise_training(log), "time/step/mean": step_time},
                              "wall_seconds": wall, "config": config.to_dict(), "versions": {},
                              "git_commit": "test"})
     return path
@@ -250,9 +252,11 @@ def test_compare_gives_the_paired_per_seed_difference(tmp_path, capsys):
     assert "| **2.00 ± 0.00** | 3 |" in out and "| 3.00 ± 0.00 | 3 |" in out
     # per seed 3, 1, 5: mean 3, sd 2, t(0.975, 2) * 2 / sqrt(3) = 4.968 -> [-1.97, +7.97],
     # covers 0: undecided; MRTPO above GDPO in 6 of 9 seed pairs -> P = 0.67
-    assert "| mrtpo/smoke-learn-30 | +3.00 [−1.97, +7.97]? P=0.67 |" in out
-    # effect 3 / 2 = 1.5: a paired t-test needs 6 seeds for 80 % power (G*Power: 6)
-    assert "| mrtpo/smoke-learn-30 | 6 |" in out
+    # p = 0.122 (t = 2.598, 2 df); the other columns are equal on every seed: no test, so
+    # the family is this one comparison and Holm leaves it as it is
+    assert "| mrtpo/smoke-learn-30 | +3.00 [−1.97, +7.97]? P=0.67 p=0.122 (Holm 0.122) |" in out
+    # these results were stored without their responses: no interval over items
+    assert "over seeds and items" not in out
 
 
 def test_steps_to_threshold_and_its_median_over_seeds():
@@ -490,3 +494,18 @@ def test_compare_refuses_an_unknown_metric(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--metrics non_live_overal: not stored" in err and "non_live_overall" in err
     assert cli.main(["compare", folder, "--metrics", "format_rate"]) == 0
+
+
+def test_a_log_column_is_checked_against_the_seeds_result(tmp_path):
+    """A training log that is not the seed's (its mean differs from the one the result stored
+    when the seed ran) stops the table, naming the file."""
+    from lab.reports import tables
+
+    plan = planning.make_plan(specs.get("table7"), "smoke", 1, str(tmp_path))
+    for job in plan.jobs:
+        for s in job.missing:
+            path = store(job, s, {"spider-mini": 10.0}, log=[{"step": 1, "alloc/kept": 0.9}])
+    atomic_write_jsonl(path.with_suffix(".train.jsonl"), [{"step": 1, "alloc/kept": 0.5}])
+    with pytest.raises(ValueError, match=r"seed0\.train\.jsonl: its mean alloc/kept is 0\.5"):
+        tables.benchmark_grids(planning.make_plan(specs.get("table7"), "smoke", 1,
+                                                  str(tmp_path)))

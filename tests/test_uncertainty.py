@@ -101,14 +101,16 @@ def test_contrast_grids_compare_every_row_with_the_reference():
     rows = [("GDPO", [Cell(((0, 10.0), (1, 20.0), (2, 30.0)), footnote="mixed")]),
             ("MRTPO", [Cell(((0, 13.0), (1, 21.0), (2, 35.0)))]),
             ("Base", [Cell(((0, 5.0),))])]
-    diff, power = contrast_grids(Grid("T", "Method", [""], ["acc"], rows=rows), "GDPO")
+    (diff,) = contrast_grids(Grid("T", "Method", [""], ["acc"], rows=rows), "GDPO")
     assert [r for r, _ in diff.rows] == ["MRTPO", "Base"]
     mrtpo = diff.rows[0][1][0]
     assert isinstance(mrtpo, ContrastCell) and mrtpo.values == ((0, 3.0), (1, 1.0), (2, 5.0))
-    assert mrtpo.text() == "+3.00 [−1.97, +7.97]? P=0.67 †"  # the reference's footnote too
+    # t = 3 / (2 / sqrt 3) = 2.598 at 2 df: p = 1 - t / sqrt(t^2 + 2) = 0.1217; alone in
+    # its family, Holm leaves it as it is.
+    # The reference's footnote is carried too
+    assert mrtpo.text() == "+3.00 [−1.97, +7.97]? P=0.67 p=0.122 (Holm 0.122) †"
     assert diff.rows[1][1][0].text() == "−5.00 (n=1) P=0.00 †"
-    assert power.rows[0][1][0].text() == "6 †" and power.rows[1][1][0].text() == "– †"
-    assert "undecided" in markdown(diff) and "80 % power" in markdown(power)
+    assert "undecided" in markdown(diff) and "Holm" in markdown(diff)
     assert "undecided" in mrtpo.csv_note() and "P(improvement) 0.6667" in mrtpo.csv_note()
     assert contrast_grids(Grid("T", "Method", [""], ["acc"], rows=rows[1:]), "GDPO") == []
 
@@ -175,3 +177,32 @@ def test_the_scipy_special_forms_agree_with_scipy_stats():
     # at df = 1 scipy.stats.nct gives NaN and the power was taken as 1; the probability of
     # |T'| > t(0.975, 1) for noncentrality 2 is 0.1258 (2,000,000 Monte Carlo draws: 0.1257)
     assert u.power(2, 2.0 / 2 ** 0.5, 1.0) == pytest.approx(0.12576, abs=1e-4)
+
+
+def test_contrasts_over_seeds_and_items_with_holm_and_the_detectable_difference():
+    """Cells carrying per-item scores get the crossed interval, Holm over the table's outcome
+    columns (not the diagnostic one), and the detectable-difference grid."""
+    from lab.reports import items as it
+
+    ids = ("a", "b", "c", "d")
+    ref_items = tuple((s, ids, (0.0, 100.0, 0.0, 100.0)) for s in range(3))
+    row_items = ((0, ids, (100.0, 100.0, 0.0, 100.0)), (1, ids, (100.0, 100.0, 100.0, 100.0)),
+                 (2, ids, (0.0, 100.0, 0.0, 100.0)))
+    mean = lambda items: tuple((s, sum(x) / len(x)) for s, _, x in items)
+    ref = Cell(mean(ref_items), items=ref_items)
+    row = Cell(mean(row_items), items=row_items)
+    log = Cell(((0, 1.0), (1, 2.0), (2, 3.0)))
+    grid = Grid("T", "Method", ["", "", ""], ["acc", "acc2", "kept"], higher=[True, True, None],
+                rows=[("GDPO", [ref, ref, log]), ("MRTPO", [row, row, log])])
+    seeds, over_items, detect = contrast_grids(grid, "GDPO")
+    cell = over_items.rows[0][1][0]
+    d = [[100.0, 0.0, 0.0, 0.0], [100.0, 0.0, 100.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    want = it.interval(d)
+    assert (cell.item.low, cell.item.high) == pytest.approx((want.low, want.high))
+    assert "(4 items)" in over_items.title and over_items.rows[0][1][2].text() == "–"
+    # two equal tests in a family of two: Holm doubles the smaller p
+    assert cell.holm == pytest.approx(min(1.0, 2 * want.p))
+    assert seeds.rows[0][1][0].holm == pytest.approx(min(1.0, 2 * seeds.rows[0][1][0].p))
+    c = it.components(d)
+    assert detect.rows[0][1][0].text() == f"±{it.detectable(c):.1f} (3 x 4)"
+    assert detect.rows[0][1][2].text() == "–"

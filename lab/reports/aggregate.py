@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -35,6 +35,9 @@ class Cell:
     values: tuple[tuple[int, float], ...] = ()
     note: str = ""  # "needs DATA_DIR/...", "not run", ...
     footnote: str = ""  # why its values need a caveat (seeds of several code versions)
+    # per seed, its per-item scores in points: (seed, item ids, contributions), whose mean is
+    # the seed's value (lab.reports.items); empty where the task has none
+    items: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -60,14 +63,20 @@ class Cell:
 @dataclass(frozen=True)
 class ContrastCell(Cell):
     """A row against the reference row on one metric: ``values`` are the per-seed paired
-    differences; the text gives their mean, 95 % interval and probability of improvement
-    (lab.reports.uncertainty)."""
+    differences. ``kind`` "seeds": their mean, 95 % t-interval over seeds (the items held
+    fixed), probability of improvement and p; "items": the interval over seeds and items
+    (lab.reports.items); ``holm``: the p-value after Holm's adjustment over the table's
+    outcome comparisons (set by lab.reports.contrasts)."""
 
     paired: object = None  # uncertainty.Paired; None: nothing to compare (``note`` says why)
-    power: bool = False  # show the seeds needed for 80 % power instead
+    kind: str = "seeds"
+    item: object = None  # items.ItemInterval over seeds and items; None: no per-item scores
+    holm: float = math.nan
+    item_differences: object = field(default=None, repr=False, compare=False)  # d [S, I]
 
     @staticmethod
-    def of(row: Cell, reference: Cell, higher: bool = True, power: bool = False) -> "Cell":
+    def of(row: Cell, reference: Cell, higher: bool = True, kind: str = "seeds") -> "Cell":
+        from lab.reports import items
         from lab.reports.uncertainty import paired
 
         if not row.values or not reference.values:
@@ -76,26 +85,48 @@ class ContrastCell(Cell):
         if not p.n:
             return Cell(note="no shared seeds")
         footnote = " / ".join(dict.fromkeys(f for f in (row.footnote, reference.footnote) if f))
+        d = items.differences(row.items, reference.items) if row.items and reference.items \
+            else None
+        item = items.interval(d) if d is not None and len(d[0]) >= 2 else None
+        if kind == "items" and item is None:
+            return Cell(note="no per-item scores" if not (row.items and reference.items)
+                        else "other items")
         return ContrastCell(tuple(zip(p.seeds, p.diffs)), footnote=footnote, paired=p,
-                            power=power)
+                            kind=kind, item=item, item_differences=d if item else None)
+
+    @property
+    def p(self) -> float:
+        """The two-sided p-value of this cell's test (NaN: none)."""
+        return self.item.p if self.kind == "items" else self.paired.p
 
     def text(self, digits: int = 2) -> str:
         from lab.reports import uncertainty
 
-        out = (uncertainty.power_text(self.paired) if self.power
-               else uncertainty.text(self.paired, digits))
+        if self.kind == "items" and all(x == 0 for row in self.item_differences for x in row):
+            i = self.item
+            out = f"equal on {i.seeds} seed{'s' * (i.seeds > 1)} x {i.items} items"
+        elif self.kind == "items":
+            i = self.item
+            out = (f"{uncertainty.fmt_signed(i.mean, digits)} [{uncertainty.fmt_signed(i.low, digits)}, "
+                   f"{uncertainty.fmt_signed(i.high, digits)}]{'' if i.decided else '?'}")
+        else:
+            out = uncertainty.text(self.paired, digits)
+        if not math.isnan(self.p):
+            out += f" p={self.p:.3f}" + (f" (Holm {self.holm:.3f})" if not math.isnan(self.holm)
+                                         else "")
         return out + (" †" if self.footnote else "")
 
     def csv_note(self) -> str:
-        from lab.reports import uncertainty
-
         p = self.paired
-        low, high = p.interval
+        low, high = (self.item.low, self.item.high) if self.kind == "items" else p.interval
         parts = [f"95% interval [{low:.4f}, {high:.4f}]" if not math.isnan(low) else
                  "no interval (one seed)",
-                 "decided" if p.decided else "undecided",
-                 f"P(improvement) {p.poi:.4f}",
-                 f"seeds for 80% power {uncertainty.power_text(p)}"]
+                 "decided" if (self.item.decided if self.kind == "items" else p.decided)
+                 else "undecided",
+                 f"P(improvement) {p.poi:.4f}", f"p {self.p:.4f}", f"Holm p {self.holm:.4f}"]
+        if self.kind == "items":
+            parts.append(f"{self.item.seeds} seeds x {self.item.items} items, "
+                         f"Satterthwaite df {self.item.df:.1f}")
         return "; ".join(parts + [x for x in (self.note, self.footnote) if x])
 
 

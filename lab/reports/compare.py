@@ -38,12 +38,28 @@ def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[s
     metrics = sorted({m for r in results.values() for m, v in r["metrics"].items()
                       if isinstance(v, (int, float))})
     cells = {m: Cell(tuple((s, float(r["metrics"][m])) for s, r in results.items()
-                           if m in r["metrics"]), footnote=footnote) for m in metrics}
+                           if m in r["metrics"]), footnote=footnote,
+                     items=seed_items(files, task, m)) for m in metrics}
     steps = [(s, float(r["train"]["time/step/mean"])) for s, r in results.items()
              if "time/step/mean" in r.get("train", {})]
     if steps:
         cells[TIME_COLUMN] = Cell(tuple(steps))
     return task, cells
+
+
+def seed_items(files: dict, task: str, metric: str) -> tuple:
+    """(seed, item ids, per-item points) of each seed on ``metric`` (lab.reports.items); empty
+    unless every seed has them."""
+    from lab.reports.items import item_values
+
+    out = []
+    for s, path in files.items():
+        predictions = Path(path).with_suffix(".predictions.jsonl")
+        got = item_values(predictions, task, metric) if predictions.is_file() else None
+        if got is None:
+            return ()
+        out.append((s, *got))
+    return tuple(out)
 
 
 def flat_settings(config: dict) -> dict[str, object]:
@@ -150,7 +166,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(runs) > 1:
         ref = label(folders[reference_index(folders, args.reference)])
         body = render.Grid(grid.title, "run", [""] * len(columns), columns, higher=higher,
-                           rows=[(name, cells[:-1]) for name, cells in grid.rows])
+                           rows=[(name, cells[:-1]) for name, cells in grid.rows],
+                           outcome=[m != TIME_COLUMN for m in columns])
         for g in contrast_grids(body, ref):
             print(render.markdown(g))
     return 0
@@ -158,8 +175,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="stored runs side by side, and each against a reference "
-                                       "run: paired per-seed difference, 95 %% interval, "
-                                       "probability of improvement, seeds for 80 %% power")
+                                       "run: paired difference with 95 %% intervals over "
+                                       "seeds and over seeds and items, probability of "
+                                       "improvement, Holm-adjusted p")
     p.add_argument("runs", nargs="+", help="run folders: <results>/<task>/<method>/<model>/<setting>")
     p.add_argument("--metrics", default="", help="comma-separated metrics (default: the task's "
                                                  "headline metrics)")

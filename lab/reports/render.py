@@ -25,6 +25,9 @@ class Grid:
     # diagnostic column, no best marked); None: all of them
     higher: list[bool | None] | None = None
     legend: str = ""  # a line under the block saying how to read its cells
+    # per column, whether its comparisons are outcome tests (Holm's family, the detectable
+    # difference); None: every column with a direction (lab.reports.contrasts)
+    outcome: list[bool] | None = None
 
     def best(self) -> list[set[int]]:
         if not self.mark_best:

@@ -221,7 +221,8 @@ def add_parser(sub) -> None:
                         "with a footnote naming the commits")
     p.add_argument("--reference", default=None,
                    help="the row every other is compared against (paired difference, 95 %% "
-                        "interval, probability of improvement, seeds for 80 %% power); "
+                        "intervals over seeds and over seeds and items, Holm-adjusted p, "
+                        "the detectable difference); "
                         "default: the spec's, GDPO")
     p.add_argument("--force", action="store_true",
                    help="with --render-only: replace a render even when the new one shows "

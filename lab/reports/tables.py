@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from lab.reports.aggregate import Cell, ContrastCell, cell, mean_of_columns
+from lab.reports.aggregate import Cell, cell, mean_of_columns
+from lab.reports.contrasts import contrast_grids  # noqa: F401  (tables' contrasts)
 from lab.reports.plan import Plan, needs_text
 from lab.reports.render import Grid
 from lab.reports.spec import Spec, paper_cell
@@ -37,45 +38,49 @@ def column_directions(columns) -> list[bool | None]:
             TASKS.get(c.task).higher_is_better(c.metric) for c in columns]
 
 
-def log_mean(job, seed: int, key: str) -> float | None:
+def log_mean(job, seed: int, key: str, result: dict | None = None) -> float | None:
     """The mean over a stored seed's training steps of a per-step log key (None: no step has
-    it, e.g. a method without that diagnostic)."""
+    it, e.g. a method without that diagnostic). With the seed's ``result``: checked against
+    the mean its ``train`` summary stored when the seed ran, where it has one (a ValueError
+    naming the log when they differ: the side file is not the seed's)."""
     import math
 
     from lab.reports.figures import train_log
 
     vals = [float(r[key]) for r in train_log(job, seed) if key in r
             and not math.isnan(float(r[key]))]
-    return sum(vals) / len(vals) if vals else None
+    mean = sum(vals) / len(vals) if vals else None
+    # a key the summary lacks (it keys on the first step's) cannot be checked
+    stored = (result or {}).get("train", {}).get(f"{key}/mean")
+    if stored is not None and (mean is None or not math.isclose(stored, mean, rel_tol=1e-9,
+                                                                abs_tol=1e-12)):
+        raise ValueError(f"{job.seed_run(seed).train_log}: its mean {key} is "
+                         f"{mean}, the seed's result stored {stored}; the log is not this "
+                         "seed's (rerun the seed, or restore its log)")
+    return mean
 
 
-def contrast_grids(grid: Grid, reference: str) -> list[Grid]:
-    """For a grid of per-seed cells: every other row against the ``reference`` row (paired
-    difference, 95 % interval, probability of improvement), then the seeds each difference
-    would need at 80 % power (left out when no cell shares two seeds). None when the
-    reference row is absent or has no values."""
-    from lab.reports import uncertainty
+def item_scores(job, seed: int, metric: str) -> tuple | None:
+    """(seed, item ids, per-item points) of a stored seed on ``metric`` (lab.reports.items),
+    checked against the metric its result stored; None without per-item scores."""
+    import math
 
-    rows = dict(grid.rows)
-    if reference not in rows or not any(c.values for c in rows[reference]):
-        return []
-    higher = [h is not False for h in (grid.higher or [True] * len(grid.columns))]
-    out = []
-    for power in (False, True):
-        what = ("seeds for 80 % power, against" if power else "paired difference per seed "
-                "against")
-        g = Grid(f"{grid.title}: {what} {reference}", grid.row_header, list(grid.groups),
-                 list(grid.columns), mark_best=False,
-                 legend=uncertainty.POWER_LEGEND if power else uncertainty.LEGEND)
-        for label, cells in grid.rows:
-            if label != reference:
-                g.rows.append((label, [ContrastCell.of(c, r, h, power) for c, r, h in
-                                       zip(cells, rows[reference], higher)]))
-        if power and not any(isinstance(c, ContrastCell) and c.n >= 2
-                             for _, cells in g.rows for c in cells):
-            continue  # one shared seed everywhere: no spread to size a study from
-        out.append(g)
-    return out
+    from harness.results import load_result
+    from lab.reports.items import item_values
+
+    path = job.seed_run(seed).result
+    if not path.with_suffix(".predictions.jsonl").is_file():
+        return None  # a result stored without its responses: seeds only
+    got = item_values(path.with_suffix(".predictions.jsonl"), job.task, metric)
+    if got is None:
+        return None
+    stored = load_result(path)["metrics"].get(metric)
+    remade = sum(got[1]) / len(got[1])
+    if stored is None or not math.isclose(remade, stored, rel_tol=1e-9, abs_tol=1e-9):
+        raise ValueError(f"{path.with_suffix('.predictions.jsonl')}: its items give {metric} "
+                         f"{remade}, the result stored {stored}; the predictions are not this "
+                         "seed's")
+    return (seed, *got)
 
 
 def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
@@ -97,7 +102,8 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
         pinned = "".join(f", {k}={v}" for k, v in setting.overrides)
         grid = Grid(f"{spec.title}: {model}, setting {setting.name} (preset {presets}{pinned})",
                     spec.row_header, [c.group for c in columns], [c.label for c in columns],
-                    higher=column_directions(columns))
+                    higher=column_directions(columns),
+                    outcome=[not c.derived and not c.log for c in columns])
         for row in spec.rows:
             cells: list[Cell] = []
             for col in columns:
@@ -109,14 +115,16 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
                 if job.stored:
                     results, footnote = plan.stored_results(job)
                     if col.log:
-                        got = [(s, log_mean(job, s, col.log)) for s, _ in results]
+                        got = [(s, log_mean(job, s, col.log, r)) for s, r in results]
                         vals = tuple((s, v) for s, v in got if v is not None)
                         cells.append(Cell(vals, "" if vals else "–", footnote))
                         continue
                     vals = tuple((s, float(r["metrics"][col.metric])) for s, r in results
                                  if col.metric in r["metrics"])
+                    per_item = [item_scores(job, s, col.metric) for s, _ in vals]
                     cells.append(Cell(vals, "" if vals else f"no metric {col.metric}",
-                                      footnote))
+                                      footnote, items=tuple(x for x in per_item if x)
+                                      if all(per_item) else ()))
                 elif job.blocked:
                     cells.append(Cell(note=needs_text(job.blocked)))
                 else:
@@ -126,6 +134,11 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
         if ns:  # how many seeds the cells pool (each cell's own n is in the CSV)
             grid.title += (f"; n = {ns[0]} seed{'s' * (ns[0] > 1)} per cell" if len(ns) == 1
                            else f"; n = {ns[0]}-{ns[-1]} seeds per cell")
+        counts = sorted({len(ids) for _, cells in grid.rows for c in cells
+                         for _, ids, _ in c.items})
+        if counts:  # the evaluation sample each seed's score is made on
+            grid.title += (f", {counts[0]} items per seed" if len(counts) == 1
+                           else f", {counts[0]}-{counts[-1]} items per seed")
         grids += [grid, *contrast_grids(grid, reference)]
     paper_columns = [c for c in spec.columns if not c.settings or "paper" in c.settings]
     for model, rows in spec.paper.items():

@@ -78,6 +78,17 @@ class Paired:
         return self.decided and (self.mean > 0) == self.higher
 
     @property
+    def p(self) -> float:
+        """The paired t-test's two-sided p-value (NaN below two seeds or without spread:
+        there is no test)."""
+        if not self.spread:
+            return math.nan
+        from scipy.special import stdtr
+
+        t = abs(self.mean) / (self.sd / math.sqrt(self.n))
+        return 2 * float(stdtr(self.n - 1, -t))
+
+    @property
     def seeds_for_power(self) -> int | None:
         """Seeds resolving the observed mean difference at 80 % power (None: never, or no
         spread to size it by)."""

@@ -1,0 +1,226 @@
+"""Comparisons that count the evaluation items as a sample too, not only the seeds.
+
+A table's benchmark cells are scores on a fixed subset of items (20 at smoke scale), and the
+seed-only interval (``lab.reports.uncertainty``) is conditional on that subset: its own
+sampling error (5-10 points at 20 items) is outside it. Here a comparison of a row with the
+reference row reads the per-item scores of both (``Task.item_scores``, from each seed's
+``predictions.jsonl``) and models the paired differences ``d[s, i]`` (seed s, item i; the same
+items for both rows) as a crossed design with random seeds and random items:
+
+    d[s, i] = mu + a[s] + b[i] + e[s, i],   Var(mean d) = s_a^2 / S + s_b^2 / I + s_e^2 / (S I)
+
+with the variance components from the two-way ANOVA's mean squares (each truncated at 0) and
+Satterthwaite's degrees of freedom for the combination of mean squares (Clark 1973, "The
+language-as-fixed-effect fallacy", for items as a random factor; Satterthwaite 1946). At one
+shared seed it is the paired t over items (conditional on that seed).
+
+The same components, pooled over a column's comparisons, give the minimum detectable
+difference at the table's seeds and items and the seeds a stated effect would need.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+LEVEL = 0.95
+ALPHA = 0.05
+POWER = 0.80
+MAX_SEEDS = 1000
+
+
+@dataclass(frozen=True)
+class Components:
+    """The two-way ANOVA of paired differences ``d [S, I]``: mean squares and their degrees
+    of freedom (``ms_seed``/``df_seed`` are 0 at one seed)."""
+
+    mean: float
+    seeds: int
+    items: int
+    ms_seed: float
+    ms_item: float
+    ms_res: float
+
+    @property
+    def df_seed(self) -> int:
+        return self.seeds - 1
+
+    @property
+    def df_item(self) -> int:
+        return self.items - 1
+
+    @property
+    def df_res(self) -> int:
+        return (self.seeds - 1) * (self.items - 1)
+
+    def variances(self) -> tuple[float, float, float]:
+        """(seed, item, residual) variance components, each at least 0; at one seed the item
+        component holds the residual (they cannot be told apart)."""
+        if self.seeds < 2:
+            return 0.0, self.ms_item, 0.0
+        return (max(0.0, (self.ms_seed - self.ms_res) / self.items),
+                max(0.0, (self.ms_item - self.ms_res) / self.seeds), self.ms_res)
+
+    def variance_of_mean(self, seeds: int | None = None, items: int | None = None
+                         ) -> tuple[float, float]:
+        """(Var of the mean difference, Satterthwaite df) for a study of ``seeds`` x ``items``
+        (default: this one's)."""
+        s, i = seeds or self.seeds, items or self.items
+        vs, vi, ve = self.variances()
+        var = vs / s + vi / i + ve / (s * i)
+        if self.seeds < 2:
+            return var, float(self.df_item)
+        # var = c_seed MS_seed + c_item MS_item + c_res MS_res, the truncations applied
+        c_seed = 1.0 / (self.items * s) if vs > 0 else 0.0
+        c_item = 1.0 / (self.seeds * i) if vi > 0 else 0.0
+        c_res = 1.0 / (s * i) - c_seed - c_item
+        parts = [(c_seed * self.ms_seed, self.df_seed), (c_item * self.ms_item, self.df_item),
+                 (c_res * self.ms_res, self.df_res)]
+        denom = sum(x * x / df for x, df in parts if df > 0 and x != 0)
+        df = var * var / denom if denom > 0 else math.inf
+        return var, df
+
+
+def components(d: Sequence[Sequence[float]]) -> Components:
+    """The mean squares of ``d [S, I]`` (seeds x items; S >= 1, I >= 2)."""
+    import numpy as np
+
+    x = np.asarray(d, dtype=float)
+    s, i = x.shape
+    grand = float(x.mean())
+    if s < 2:
+        return Components(grand, 1, i, 0.0, float(x[0].var(ddof=1)) if i > 1 else 0.0, 0.0)
+    by_seed, by_item = x.mean(axis=1), x.mean(axis=0)
+    ms_seed = i * float(((by_seed - grand) ** 2).sum()) / (s - 1)
+    ms_item = s * float(((by_item - grand) ** 2).sum()) / (i - 1)
+    resid = x - by_seed[:, None] - by_item[None, :] + grand
+    ms_res = float((resid ** 2).sum()) / ((s - 1) * (i - 1))
+    return Components(grand, s, i, ms_seed, ms_item, ms_res)
+
+
+@dataclass(frozen=True)
+class ItemInterval:
+    """A mean paired difference with its interval over seeds and items."""
+
+    mean: float
+    low: float
+    high: float
+    df: float
+    p: float  # two-sided, of the mean difference being 0 (NaN: no variance to test by)
+    seeds: int
+    items: int
+
+    @property
+    def decided(self) -> bool:
+        return not math.isnan(self.low) and (self.low > 0 or self.high < 0)
+
+
+def interval(d: Sequence[Sequence[float]], level: float = LEVEL) -> ItemInterval:
+    """The mean of ``d [S, I]`` with its t-interval at ``level`` (Satterthwaite df)."""
+    from scipy.special import stdtr, stdtrit
+
+    c = components(d)
+    var, df = c.variance_of_mean()
+    if var <= 1e-24 or math.isnan(var):
+        return ItemInterval(c.mean, c.mean, c.mean, df, math.nan, c.seeds, c.items)
+    se = math.sqrt(var)
+    q = float(stdtrit(df, 0.5 + level / 2)) if math.isfinite(df) else 1.959963984540054
+    t = abs(c.mean) / se
+    p = 2 * float(stdtr(df, -t)) if math.isfinite(df) else math.erfc(t / math.sqrt(2))
+    return ItemInterval(c.mean, c.mean - q * se, c.mean + q * se, df, p, c.seeds, c.items)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (Holm 1979): the k-th smallest
+    becomes max over j <= k of min(1, (m - j + 1) p_(j)); NaN stays NaN and is not counted."""
+    known = sorted((p, k) for k, p in enumerate(pvalues) if not math.isnan(p))
+    m, out, running = len(known), [math.nan] * len(pvalues), 0.0
+    for j, (p, k) in enumerate(known):
+        running = max(running, min(1.0, (m - j) * p))
+        out[k] = running
+    return out
+
+
+def pooled(parts: Sequence[Components]) -> Components | None:
+    """One column's components pooled over its comparisons (each mean square averaged with
+    its degrees of freedom as weights), at the column's seeds and items."""
+    parts = [c for c in parts if c.seeds >= 2]
+    if not parts:
+        return None
+
+    def avg(ms, df):
+        total = sum(df(c) for c in parts)
+        return sum(ms(c) * df(c) for c in parts) / total if total else 0.0
+
+    return Components(math.nan, max(c.seeds for c in parts), max(c.items for c in parts),
+                      avg(lambda c: c.ms_seed, lambda c: c.df_seed),
+                      avg(lambda c: c.ms_item, lambda c: c.df_item),
+                      avg(lambda c: c.ms_res, lambda c: c.df_res))
+
+
+def detectable(c: Components, seeds: int | None = None, items: int | None = None,
+               alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest true difference a two-sided test at ``alpha`` detects with ``power`` at
+    ``seeds`` x ``items``: (t_{1 - alpha/2} + t_{power}) * se, at the Satterthwaite df."""
+    from scipy.special import stdtrit
+
+    var, df = c.variance_of_mean(seeds, items)
+    df = min(df, 1e6)
+    return (float(stdtrit(df, 1 - alpha / 2)) + float(stdtrit(df, power))) * math.sqrt(var)
+
+
+def seeds_needed(c: Components, effect: float, items: int | None = None,
+                 max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds (>= 2) at which ``effect`` is detectable (:func:`detectable`) at
+    ``items``; None when more than ``max_seeds`` would be needed or the items' noise alone is
+    larger (more seeds never remove it)."""
+    if detectable(c, max_seeds, items) > abs(effect):
+        return None
+    lo, hi = 2, max_seeds
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if detectable(c, mid, items) <= abs(effect):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+# --- per-item scores of stored seeds ------------------------------------------------------------
+def item_values(predictions: Path, task: str, metric: str
+                ) -> tuple[tuple[str, ...], tuple[float, ...]] | None:
+    """(item ids, per-item contributions in points) of one stored seed on ``metric``: their mean
+    is the stored metric (``Task.item_scores``); items of weight 0 are left out. None where the
+    task has no per-item scores or names no such metric."""
+    from common.jsonl import read_jsonl
+    from tasks import TASKS
+
+    scorer = TASKS.get(task).item_scores
+    if scorer is None:
+        return None
+    records = [row for _, row in read_jsonl(predictions)]
+    pairs = scorer(records).get(metric)
+    if pairs is None:
+        return None
+    kept = [(r["id"], v, w) for r, (v, w) in zip(records, pairs) if w > 0]
+    total = sum(w for *_, w in kept)
+    if not kept or total <= 0:
+        return None
+    n = len(kept)
+    return (tuple(k for k, *_ in kept),
+            tuple(100.0 * n * w * v / total for _, v, w in kept))
+
+
+def differences(row: Sequence[tuple[int, tuple, tuple]],
+                reference: Sequence[tuple[int, tuple, tuple]]) -> list[list[float]] | None:
+    """``d [S, I]`` on the seeds both have, from (seed, item ids, contributions) of each; None
+    when they evaluated other items (or none are shared)."""
+    a = {s: (ids, xs) for s, ids, xs in row}
+    b = {s: (ids, xs) for s, ids, xs in reference}
+    shared = sorted(set(a) & set(b))
+    if not shared or any(a[s][0] != b[s][0] for s in shared):
+        return None
+    if len({a[s][0] for s in shared}) != 1:
+        return None  # another subset on another seed: not one crossed design
+    return [[x - y for x, y in zip(a[s][1], b[s][1])] for s in shared]
