@@ -265,6 +265,9 @@ def test_steps_to_threshold_and_its_median_over_seeds():
     # trailing mean of 2: 0.2, 0.55, 0.5, 0.45, 0.85 -> step 5
     assert figures.steps_to_threshold(log, "reward/format", 0.8, window=2) == 5
     assert figures.steps_to_threshold(log, "reward/format", 0.95) is None
+    # a partial window at the start never counts: 0.9 alone at step 1 is not a mean of 2
+    start_high = [{"step": i + 1, "reward/format": v} for i, v in enumerate([0.9, 0.1, 0.1])]
+    assert figures.steps_to_threshold(start_high, "reward/format", 0.8, window=2) is None
     assert figures.median_steps([5, 3, None]) == "5 (2 of 3 seeds reached it)"
     assert figures.median_steps([5, None, None]).startswith("not reached (1 of 3")
     assert figures.median_steps([4, 6]) == "5 (2 of 2 seeds reached it)"

@@ -124,14 +124,31 @@ def test_steps_to_threshold_contrasts_and_sensitivity():
             "mrtpo": {0: _log([0.1, 0.1, 0.9, 0.9]), 1: _log([0.1] * 4)}}
     # per-step values: gdpo reaches 0.8 at steps 1, 2; mrtpo at 3 and never (counted 4 + 1)
     assert figures.censored_steps(logs["mrtpo"][1], "reward/format", 0.8, 1) == 5.0
-    (line,) = figures.threshold_contrasts(logs, "reward/format", 0.8, 1, "gdpo")
+    line, power = figures.threshold_contrasts(logs, "reward/format", 0.8, 1, "gdpo")
     # differences 2 and 3: mean 2.5, sd 0.707, t(0.975, 1) = 12.706 -> +-6.35
-    assert line.startswith("- mrtpo − gdpo, steps: +2.5 [−3.9, +8.9]? P=0.00;")
+    assert line == "- mrtpo − gdpo, steps: +2.5 [−3.9, +8.9]? P=0.00"
+    # (t(0.975, 1) + t(0.8, 1)) 0.707 / sqrt 2 = (12.706 + 1.376) / 2 = 7.04; at 3 seeds
+    # (4.303 + 1.061) 0.707 / sqrt 3 = 2.19 <= 5: 3 seeds for 5 steps
+    assert power == ("- detectable at 2 seeds (80 % power, α = 0.05, spread pooled over 1 "
+                     "comparison, 1 df): ±7.0 steps; seeds for ±5 steps: 3")
     table = figures.sensitivity(logs, "reward/format", 0.8)
     assert len(table) == 2 + 9 and table[0].startswith("| window | threshold | gdpo | mrtpo")
-    # window 3, threshold 0.75: gdpo's trailing means reach it at 1 and 4 (0.1, 0.5, 0.63, 0.9):
-    # median 2.5; mrtpo's never (5, 5)
-    assert table[2] == "| 3 | 0.75 | 2.5 | 5 | gdpo < mrtpo |"
+    # window 3, threshold 0.75, full windows only (from step 3): gdpo's trailing means reach it
+    # at 3 and 4 (-, -, 0.63, 0.9): median 3.5; mrtpo's never (5, 5)
+    assert table[2] == "| 3 | 0.75 | 3.5 | 5 | gdpo < mrtpo |"
+
+
+def test_pooled_detectable_difference_on_hand_numbers():
+    pairs = [u.paired([(0, 1.0), (1, 3.0)], [(0, 0.0), (1, 0.0)]),  # diffs 1, 3: var 2
+             u.paired([(0, 0.0), (1, 0.0), (2, 4.0)], [(0, 0.0), (1, 0.0), (2, 0.0)])]  # var 16/3
+    sd, df = u.pooled_sd(pairs)
+    # (2 * 1 + 16/3 * 2) / 3 = 4.222
+    assert df == 3 and sd == pytest.approx(math.sqrt(38 / 9))
+    # 3 seeds: (4.303 + 1.061) sd / sqrt 3
+    assert u.detectable(sd, 3) == pytest.approx((4.30265 + 1.06066) * sd / math.sqrt(3), rel=1e-4)
+    assert u.seeds_for(u.detectable(sd, 7), sd) == 7
+    same = [u.paired([(0, 2.0), (1, 2.0)], [(0, 0.0), (1, 0.0)])]
+    assert "no spread" in u.detectable_text(same, 5, "steps")
 
 
 def test_a_benchmark_spec_must_name_a_reference_row(tmp_path):

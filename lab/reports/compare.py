@@ -1,7 +1,9 @@
 """``python -m harness compare RUN_DIR...``: stored runs side by side (mean ± sample std and n
 of the task's headline metrics), then every run against a reference run (the GDPO one unless
 ``--reference``): the paired per-seed difference with its 95 % interval and probability of
-improvement, and the seeds that would resolve it at 80 % power."""
+improvement and p-value (Holm-adjusted over the outcome columns); with the seeds' predictions,
+the interval over seeds and items beside it and the smallest difference those seeds and items
+detect (lab.reports.contrasts)."""
 from __future__ import annotations
 
 import argparse

@@ -41,11 +41,14 @@ def trailing_mean(values: Sequence[float], window: int) -> list[float]:
 
 
 def steps_to_threshold(log: list[dict], key: str, value: float, window: int = 1) -> int | None:
-    """First step whose trailing mean (over ``window`` steps) of ``key`` reaches ``value``;
-    None if no step does."""
+    """First step whose trailing mean over a full ``window`` of logged steps of ``key``
+    reaches ``value``; None if no step does. The first ``window - 1`` steps have no full
+    window and never count: a partial window at the start is a mean of fewer, noisier steps
+    and would favour a run that starts high by chance."""
     rows = [(int(r["step"]), float(r[key])) for r in log if key in r]
-    for (step, _), m in zip(rows, trailing_mean([v for _, v in rows], window)):
-        if m >= value:
+    means = trailing_mean([v for _, v in rows], window)
+    for i, ((step, _), m) in enumerate(zip(rows, means)):
+        if i + 1 >= window and m >= value:
             return step
     return None
 
@@ -102,6 +105,7 @@ def over_training(logs: Sequence[list[dict]], metric: str, final: Sequence[float
     return [*steps, last_step], [mean_std(v) for v in during] + [mean_std(list(final))]
 
 
+EFFECT_STEPS = 5.0  # the stated difference in steps to the threshold a study is sized for
 SENSITIVITY_WINDOWS = (3, 5, 7)  # trailing-mean windows the steps-to-threshold order is read at
 SENSITIVITY_OFFSETS = (-0.05, 0.0, 0.05)  # around the spec's threshold (0.75, 0.8, 0.85)
 
@@ -116,19 +120,23 @@ def censored_steps(log: list[dict], key: str, value: float, window: int) -> floa
 def threshold_contrasts(logs: dict[str, dict[int, list[dict]]], key: str, value: float,
                         window: int, reference: str) -> list[str]:
     """Per method against ``reference``: the paired per-seed difference in steps to the
-    threshold (fewer is better) with its 95 % interval, probability of improvement and the
-    seeds for 80 % power, as Markdown list items."""
+    threshold (fewer is better) with its 95 % interval and probability of improvement, as
+    Markdown list items; then the smallest difference these seeds detect (80 % power, the
+    differences' spread pooled over the methods) and the seeds a difference of
+    ``EFFECT_STEPS`` would need (:func:`uncertainty.detectable_text`)."""
     from lab.reports import uncertainty
 
     steps = {m: [(s, censored_steps(log, key, value, window)) for s, log in by_seed.items()]
              for m, by_seed in logs.items()}
-    out = []
+    out, pairs = [], []
     for method, per_seed in steps.items():
         if method == reference:
             continue
         p = uncertainty.paired(per_seed, steps[reference], higher=False)
-        out.append(f"- {method} − {reference}, steps: {uncertainty.text(p, 1)}; seeds for 80 % "
-                   f"power: {uncertainty.power_text(p)}")
+        pairs.append(p)
+        out.append(f"- {method} − {reference}, steps: {uncertainty.text(p, 1)}")
+    if pairs:
+        out.append(f"- {uncertainty.detectable_text(pairs, EFFECT_STEPS, 'steps', 1)}")
     return out
 
 

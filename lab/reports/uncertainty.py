@@ -205,6 +205,55 @@ def power_text(p: Paired) -> str:
     return str(n)
 
 
+def pooled_sd(pairs: Sequence[Paired]) -> tuple[float, int]:
+    """The spread of the per-seed differences pooled over comparisons (each variance weighted
+    by its degrees of freedom, n - 1) and the pooled degrees of freedom; (NaN, 0) when no
+    comparison has two seeds."""
+    parts = [(p.sd ** 2, p.n - 1) for p in pairs if p.n >= 2]
+    df = sum(d for _, d in parts)
+    return (math.sqrt(sum(v * d for v, d in parts) / df), df) if df else (math.nan, 0)
+
+
+def detectable(sd: float, n: int, alpha: float = ALPHA, target: float = POWER) -> float:
+    """The smallest true mean difference a two-sided paired t-test on ``n`` seeds detects with
+    ``target`` power when the differences spread by ``sd``: (t_{1-alpha/2} + t_{power}) sd /
+    sqrt(n) at n - 1 df (the central-t approximation of the noncentral power)."""
+    from scipy.special import stdtrit
+
+    df = n - 1
+    return (float(stdtrit(df, 1 - alpha / 2)) + float(stdtrit(df, target))) * sd / math.sqrt(n)
+
+
+def seeds_for(effect: float, sd: float, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds (>= 2) at which :func:`detectable` is at most ``effect``; None beyond
+    ``max_seeds``."""
+    if detectable(sd, max_seeds) > abs(effect):
+        return None
+    lo, hi = 2, max_seeds
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if detectable(sd, mid) <= abs(effect) else (mid + 1, hi)
+    return lo
+
+
+def detectable_text(pairs: Sequence[Paired], effect: float, unit: str, digits: int = 2) -> str:
+    """What the seeds can detect, not what they happened to show: the minimum detectable
+    difference at the comparisons' seeds (80 % power, alpha 0.05, spread pooled over the
+    comparisons) and the seeds a difference of ``effect`` would need."""
+    sd, df = pooled_sd(pairs)
+    n = max((p.n for p in pairs), default=0)
+    if not df:
+        return "detectable difference: – (fewer than two shared seeds)"
+    if sd <= 1e-12:
+        return ("detectable difference: no spread (the same differences on every seed: "
+                "nothing to size a study by; undecided)")
+    need = seeds_for(effect, sd)
+    return (f"detectable at {n} seeds (80 % power, α = 0.05, spread pooled over "
+            f"{len(pairs)} comparison{'s' * (len(pairs) > 1)}, {df} df): "
+            f"±{detectable(sd, n):.{digits}f} {unit}; seeds for ±{effect:g} {unit}: "
+            f"{need if need is not None else f'>{MAX_SEEDS}'}")
+
+
 LEGEND = ("Against the reference row, per shared seed: mean paired difference, its 95 % "
           "t-interval (`?`: the interval covers 0, undecided at these seeds) and P, the "
           "probability of improvement (rliable's: P(row better than reference) + ½ P(tie) over "
