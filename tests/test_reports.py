@@ -512,3 +512,13 @@ def test_a_log_column_is_checked_against_the_seeds_result(tmp_path):
     with pytest.raises(ValueError, match=r"seed0\.train\.jsonl: its mean alloc/kept is 0\.5"):
         tables.benchmark_grids(planning.make_plan(specs.get("table7"), "smoke", 1,
                                                   str(tmp_path)))
+
+
+def test_reproduce_all_runs_the_figures_that_evaluate_during_training_first():
+    from lab.reports.reproduce import all_order
+
+    names = sorted(specs.SPECS.names(), key=lambda n: all_order(n, "smoke"))
+    # figure4 and figure5 evaluate during training (eval_every): a table seed of the same
+    # settings is the same run, so theirs must be the ones stored
+    assert names[:2] == ["figure4", "figure5"]
+    assert names[2:5] == ["table1", "table2", "table3"] and names[-1] == "figure8"

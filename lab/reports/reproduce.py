@@ -183,10 +183,21 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def all_order(name: str, setting: str) -> tuple:
+    """Where ``name`` goes in ``reproduce all``: first the specs whose runs evaluate during
+    training (``eval_every``, not part of a run's identity: a table's seed of the same settings
+    is the same run and is then stored with the figure's curves; the other way round the figure
+    finds it stored without them), then tables, then figures, each in number order."""
+    spec = specs.get(name)
+    during = any(s.name == setting and dict(s.overrides).get("eval_every")
+                 for s in spec.settings)
+    return (not during, not name.startswith("table"), int("".join(filter(str.isdigit, name))))
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     names = specs.SPECS.names() if args.name == "all" else [args.name]
-    if args.name == "all":  # tables first, then figures, each in number order
-        names.sort(key=lambda n: (not n.startswith("table"), int("".join(filter(str.isdigit, n)))))
+    if args.name == "all":
+        names.sort(key=lambda n: all_order(n, args.preset))
     rc = 0
     for n in names:
         try:
