@@ -63,9 +63,11 @@ def test_holm_on_a_hand_computed_family():
 
 def test_detectable_difference_and_seeds_needed():
     c = it.components(D)
-    var, df = c.variance_of_mean()
+    var, df = it.planned(c)
     from scipy import stats
 
+    # at this study's size the variance is the interval's
+    assert var == pytest.approx(c.variance_of_mean()[0])
     assert it.detectable(c) == pytest.approx((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df))
                                              * math.sqrt(var))
     # more seeds shrink it, down to the items' floor: an effect below that floor is never
@@ -81,3 +83,19 @@ def test_differences_need_the_same_items():
     b = [(0, ("x", "y"), (0.0, 0.0)), (2, ("x", "y"), (1.0, 1.0))]
     assert it.differences(a, b) == [[1.0, 0.0]]  # the shared seed only
     assert it.differences(a, [(0, ("x", "z"), (0.0, 0.0))]) is None
+
+
+def test_planned_df_by_hand_and_more_seeds_never_detect_less():
+    # components (vs, vi, ve) = (1, 2, 3) at 4 seeds x 5 items: MS seed 3 + 5, item 3 + 8, res 3
+    c = it.Components(0.0, 4, 5, 8.0, 11.0, 3.0)
+    assert c.variances() == pytest.approx((1.0, 2.0, 3.0))
+    var, df = it.planned(c, 10, 5)  # planned: MS seed 3 + 5 = 8 (9 df), item 3 + 20 = 23 (4), res 3 (36)
+    assert var == pytest.approx(1 / 10 + 2 / 5 + 3 / 50)
+    assert df == pytest.approx(var ** 2 / ((8 / 50) ** 2 / 9 + (23 / 50) ** 2 / 4
+                                           + (3 / 50) ** 2 / 36))
+    # item noise nearly all residual (MS item ~ MS res): the observed mean squares reweighted
+    # for more seeds nearly cancel; the planned study's do not
+    flat = it.Components(0.0, 3, 20, 2.0, 3.1, 3.0)
+    mdes = [it.detectable(flat, s) for s in (3, 10, 100, 1000)]
+    assert mdes == sorted(mdes, reverse=True)
+    assert it.seeds_needed(flat, mdes[0]) <= 3

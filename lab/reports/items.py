@@ -159,13 +159,33 @@ def pooled(parts: Sequence[Components]) -> Components | None:
                       avg(lambda c: c.ms_res, lambda c: c.df_res))
 
 
+def planned(c: Components, seeds: int | None = None, items: int | None = None
+            ) -> tuple[float, float]:
+    """(Var of the mean difference, df of its test) in a planned study of ``seeds`` x
+    ``items`` with ``c``'s variance components: the df are Satterthwaite's over the planned
+    study's own expected mean squares (seed: ve + I vs, item: ve + S vi, residual: ve; Var =
+    (MS_seed + MS_item - MS_res) / (S I)), the test that study would run. (The observed mean
+    squares of this study weighted for another size would let the df collapse where two of
+    them nearly cancel, and a larger study would then seem to detect less.) At one seed the
+    components cannot be told apart: a paired t over ``items``."""
+    s, i = seeds or c.seeds, items or c.items
+    vs, vi, ve = c.variances()
+    var = vs / s + vi / i + ve / (s * i)
+    if c.seeds < 2:
+        return var, float(i - 1)
+    parts = [(ve + i * vs, s - 1), (ve + s * vi, i - 1), (-ve, (s - 1) * (i - 1))]
+    denom = sum((ms / (s * i)) ** 2 / df for ms, df in parts if df > 0 and ms != 0)
+    return var, (var * var / denom if denom > 0 else math.inf)
+
+
 def detectable(c: Components, seeds: int | None = None, items: int | None = None,
                alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest true difference a two-sided test at ``alpha`` detects with ``power`` at
-    ``seeds`` x ``items``: (t_{1 - alpha/2} + t_{power}) * se, at the Satterthwaite df."""
+    ``seeds`` x ``items``: (t_{1 - alpha/2} + t_{power}) * se at the planned study's df
+    (:func:`planned`)."""
     from scipy.special import stdtrit
 
-    var, df = c.variance_of_mean(seeds, items)
+    var, df = planned(c, seeds, items)
     df = min(df, 1e6)
     return (float(stdtrit(df, 1 - alpha / 2)) + float(stdtrit(df, power))) * math.sqrt(var)
 
