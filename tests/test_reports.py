@@ -439,7 +439,7 @@ def test_a_log_column_is_the_mean_over_steps_and_marks_no_best(tmp_path):
             store(job, s, {"spider-mini": 10.0 * i},
                   log=[{"step": 1, "alloc/kept": 0.9 - 0.1 * i, "diag/format/span_ratio": 2.0},
                        {"step": 2, "alloc/kept": 0.7 - 0.1 * i, "diag/format/span_ratio": 4.0,
-                        "diag/execution/span_ratio": float("nan")}])
+                        "diag/executable/span_ratio": float("nan")}])
     grid = tables.benchmark_grids(planning.make_plan(specs.get("table7"), "smoke", None,
                                                      str(tmp_path)))[0]
     kept = grid.columns.index("kept")
@@ -450,7 +450,7 @@ def test_a_log_column_is_the_mean_over_steps_and_marks_no_best(tmp_path):
     assert grid.best()[grid.columns.index("spider-mini")] == {2}
     fmt = grid.columns.index("format")
     assert rows["0.5"][fmt].mean == pytest.approx(3.0)
-    assert rows["0.5"][grid.columns.index("execution")].note == "–"  # NaN on every step
+    assert rows["0.5"][grid.columns.index("executable")].note == "–"  # NaN on every step
 
 
 def test_table4_gives_an_interval_over_seeds_where_two_have_enough_instances(tmp_path):
