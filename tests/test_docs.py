@@ -37,3 +37,41 @@ def test_every_relative_link_resolves(page):
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(target)
     assert not broken, f"{page.name}: links to nothing: {broken}"
+
+
+# "2.14 [1.91, 2.60]", "+1.67 [−1.82, +5.16]", "8.33 ± 2.89": a mean with its interval or spread
+QUOTED = re.compile(r"[+−-]?\d+(?:\.\d+)?x? \[[+−-]?\d+(?:\.\d+)?, [+−-]?\d+(?:\.\d+)?\]"
+                    r"|\d+(?:\.\d+)? ± \d+(?:\.\d+)?")
+# "detects ±7.1 points": a table's detectable difference, shown there as "±7.1 (3 x 20)"
+DETECTABLE = re.compile(r"±(\d+(?:\.\d+)?) points")
+RENDERS = [*sorted((ROOT / "results").glob("tables/*.md")),
+           *sorted((ROOT / "results").glob("figures/*.md")),
+           *sorted((ROOT / "results").glob("bench/*.md"))]
+
+
+def normalised(text: str) -> str:
+    """One spelling of a number: ASCII minus, no bold, no 'x' of a ratio, '±' with one space."""
+    text = text.replace("−", "-").replace("**", "")
+    text = re.sub(r"(\d)x \[", r"\1 [", text)
+    return re.sub(r"±\s*", "± ", text)
+
+
+def prose(page: Path) -> str:
+    """The page without its fenced blocks (commands and the verbatim output of early runs)."""
+    return re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "results.md"],
+                         ids=lambda p: p.name)
+def test_every_quoted_interval_is_copied_from_a_committed_render(page):
+    """A mean with its interval or spread quoted in the README or the results page is copied
+    from a committed table, figure summary or bench report, so that a remade table whose
+    numbers moved cannot leave an old claim behind."""
+    renders = "\n".join(normalised(p.read_text(encoding="utf-8")) for p in RENDERS)
+    quoted = [q for q in QUOTED.findall(prose(page))]
+    assert quoted, f"{page.name}: no quoted interval found (the pattern is out of date?)"
+    missing = [q for q in quoted if normalised(q).lstrip("+") not in renders]
+    missing += [f"±{d} points" for d in DETECTABLE.findall(prose(page))
+                if normalised(f"±{d} (") not in renders]
+    assert not missing, (f"{page.name} quotes numbers no committed render under results/ "
+                         f"shows: {missing}")

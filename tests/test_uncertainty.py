@@ -223,3 +223,21 @@ def test_contrasts_over_seeds_and_items_with_holm_and_the_detectable_difference(
     c = it.components(d)
     assert detect.rows[0][1][0].text() == f"±{it.detectable(c):.1f} (3 x 4)"
     assert detect.rows[0][1][2].text() == "–"
+
+
+def test_a_detectable_difference_past_the_scale_says_so():
+    """Two items that swap between seeds: the design's detectable difference is past 100
+    points, which no difference of two percentages can be, and the cell says so."""
+    from lab.reports import items as it
+
+    ids = ("a", "b")
+    ref_items = tuple((s, ids, (0.0, 100.0)) for s in range(3))
+    row_items = ((0, ids, (100.0, 100.0)), (1, ids, (0.0, 0.0)), (2, ids, (0.0, 100.0)))
+    mean = lambda items: tuple((s, sum(x) / len(x)) for s, _, x in items)
+    grid = Grid("T", "Method", [""], ["acc"], higher=[True],
+                rows=[("GDPO", [Cell(mean(ref_items), items=ref_items)]),
+                      ("MRTPO", [Cell(mean(row_items), items=row_items)])])
+    *_, detect = contrast_grids(grid, "GDPO")
+    d = [[100.0, 0.0], [0.0, -100.0], [0.0, 0.0]]
+    assert it.detectable(it.components(d)) > 100
+    assert detect.rows[0][1][0].text() == "> 100 (3 x 2)"

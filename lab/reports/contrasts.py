@@ -26,7 +26,8 @@ DETECT_LEGEND = (
     "the comparisons above pooled over rows (those with two seeds or more): the smallest true "
     "difference a two-sided test at α = 0.05 finds with 80 % power at the table's seeds and "
     "items, and the seeds that would find one item's worth (100 / items points) or 5 points "
-    "at these items (`> 1000`: more, or never, when the items' own noise is larger).")
+    "at these items (`> 1000`: more, or never, when the items' own noise is larger; "
+    "`> 100`: larger than any difference of two percentages, nothing is detectable).")
 
 
 def outcome_columns(grid: Grid) -> list[bool]:
@@ -110,9 +111,15 @@ def detectable_grid(items_grid: Grid, outcome: list[bool]) -> Grid | None:
     g = Grid(items_grid.title.split(": paired")[0] + ": what these seeds and items can detect",
              "", list(items_grid.groups), list(items_grid.columns), mark_best=False,
              legend=DETECT_LEGEND)
+    def detectable(c) -> str:
+        d = it.detectable(c)
+        # a difference of two percentages is at most 100: past it, the number says only that
+        # nothing this design could show would be detected
+        return f"> 100 ({c.seeds} x {c.items})" if d > 100 else f"±{d:.1f} ({c.seeds} x {c.items})"
+
     g.rows.append(("detectable (80 % power) at seeds x items", [
-        Cell(note="–" if c is None else "no spread" if flat(c) else
-             f"±{it.detectable(c):.1f} ({c.seeds} x {c.items})") for c in cols]))
+        Cell(note="–" if c is None else "no spread" if flat(c) else detectable(c))
+        for c in cols]))
     g.rows.append(("seeds for one item's worth", [
         Cell(note="–" if c is None else f"{seeds(c, 100 / c.items)} ({100 / c.items:.1f} pts)")
         for c in cols]))
