@@ -20,6 +20,7 @@ BFCL_30 = ("Table 3 / Figure 4's BFCL seeds (preset smoke-learn-30) are of an ol
 OLDER = {"table3": BFCL_30, "figure2": BFCL_30, "figure4": BFCL_30, "figure7": BFCL_30,
          "figure6": "reads those BFCL seeds beside Table 7's spider-mini seeds: " + BFCL_30}
 
+
 def render(name: str) -> Path:
     spec = specs.get(name)
     return (ROOT / "results" / ("tables" if spec.kind in ("benchmark", "localisation")
@@ -27,15 +28,16 @@ def render(name: str) -> Path:
 
 
 @pytest.mark.parametrize("name", FROM_SEEDS)
-def test_the_committed_render_is_what_the_committed_seeds_give(name, tmp_path, capsys):
+def test_the_committed_render_is_what_the_committed_seeds_give(name, tmp_path):
     """Re-rendering from results/ gives the committed file byte for byte: no number in it is
     left from older seeds or older report code."""
+    committed = render(name)
     assert cli.main(["reproduce", name, "--render-only", "--results-dir", str(ROOT / "results"),
                      "--output-dir", str(tmp_path)]) == 0
-    fresh = (tmp_path / render(name).parent.name / render(name).name).read_text(encoding="utf-8")
-    committed = render(name).read_text(encoding="utf-8")
-    assert fresh == committed, (f"{render(name).relative_to(ROOT)} is not what its seeds render "
-                                f"to now: ./reproduce.sh {name} --render-only --force")
+    fresh = (tmp_path / committed.parent.name / committed.name).read_text(encoding="utf-8")
+    assert fresh == committed.read_text(encoding="utf-8"), (
+        f"{committed.relative_to(ROOT)} is not what its seeds render to now: "
+        f"./reproduce.sh {name} --render-only --force")
 
 
 def test_each_render_names_one_code_version_and_all_but_the_listed_the_same():

@@ -68,10 +68,11 @@ def test_every_quoted_interval_is_copied_from_a_committed_render(page):
     from a committed table, figure summary or bench report, so that a remade table whose
     numbers moved cannot leave an old claim behind."""
     renders = "\n".join(normalised(p.read_text(encoding="utf-8")) for p in RENDERS)
-    quoted = [q for q in QUOTED.findall(prose(page))]
+    text = prose(page)
+    quoted = QUOTED.findall(text)
     assert quoted, f"{page.name}: no quoted interval found (the pattern is out of date?)"
     missing = [q for q in quoted if normalised(q).lstrip("+") not in renders]
-    missing += [f"±{d} points" for d in DETECTABLE.findall(prose(page))
+    missing += [f"±{d} points" for d in DETECTABLE.findall(text)
                 if normalised(f"±{d} (") not in renders]
     assert not missing, (f"{page.name} quotes numbers no committed render under results/ "
                          f"shows: {missing}")

@@ -111,6 +111,7 @@ def detectable_grid(items_grid: Grid, outcome: list[bool]) -> Grid | None:
     g = Grid(items_grid.title.split(": paired")[0] + ": what these seeds and items can detect",
              "", list(items_grid.groups), list(items_grid.columns), mark_best=False,
              legend=DETECT_LEGEND)
+
     def detectable(c) -> str:
         d = it.detectable(c)
         # a difference of two percentages is at most 100: past it, the number says only that
