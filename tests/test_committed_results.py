@@ -12,15 +12,6 @@ ROOT = Path(__file__).parents[1]
 # what is rendered from stored seeds without running a model (explain figures run one)
 FROM_SEEDS = [n for n in specs.SPECS.names()
               if specs.get(n).kind in ("benchmark", "localisation", "curves", "diagnostics")]
-# renders whose seeds are not all of the newest fingerprint among the committed renders, and
-# why; a remake that brings one up to it must drop it from here (the test checks the list is
-# exact, so neither a newly stale render nor a remade one goes unnoticed)
-BFCL_30 = ("Table 3 / Figure 4's BFCL seeds (preset smoke-learn-30) are of an older fingerprint: "
-           "`./reproduce.sh figure4 --rerun-stale`, then table3, figure2, figure6 and figure7")
-OLDER = {"table3": BFCL_30, "figure2": BFCL_30, "figure4": BFCL_30, "figure7": BFCL_30,
-         "figure6": "reads those BFCL seeds beside Table 7's spider-mini seeds: " + BFCL_30}
-
-
 def render(name: str) -> Path:
     spec = specs.get(name)
     return (ROOT / "results" / ("tables" if spec.kind in ("benchmark", "localisation")
@@ -40,7 +31,9 @@ def test_the_committed_render_is_what_the_committed_seeds_give(name, tmp_path):
         f"./reproduce.sh {name} --render-only --force")
 
 
-def test_each_render_names_one_code_version_and_all_but_the_listed_the_same():
+def test_every_render_names_one_code_version_and_all_the_same():
+    """Every committed table and figure pools seeds of one code version, and all of them of the
+    same one: a remake that leaves one behind, or a render that mixes versions, fails here."""
     versions = {}
     for path in [*(ROOT / "results" / "tables").glob("*.md"),
                  *(ROOT / "results" / "figures").glob("*.md")]:
@@ -49,12 +42,9 @@ def test_each_render_names_one_code_version_and_all_but_the_listed_the_same():
         if line is not None:  # Tables 8 and 9 read no seeds
             versions[path.stem] = line
     assert len(versions) >= 15
-    mixed = {name for name, line in versions.items() if not line.startswith("Code: one version")}
-    assert mixed <= set(OLDER), f"renders of several code versions: {sorted(mixed - set(OLDER))}"
+    mixed = sorted(name for name, line in versions.items()
+                   if not line.startswith("Code: one version"))
+    assert not mixed, f"renders of several code versions: {mixed}"
     of = {name: re.search(r"fingerprint ([0-9a-f]{16})", line).group(1)
-          for name, line in versions.items() if name not in mixed}
-    current = {f for name, f in of.items() if name not in OLDER}
-    assert len(current) == 1, f"the renders not listed as older name {len(current)} fingerprints"
-    older = {name for name, f in of.items() if f not in current} | mixed
-    assert older == set(OLDER), (f"renders behind the newest fingerprint: {sorted(older)}; "
-                                 f"listed: {sorted(OLDER)}")
+          for name, line in versions.items()}
+    assert len(set(of.values())) == 1, f"renders of different code versions: {of}"
