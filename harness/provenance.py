@@ -16,6 +16,14 @@ machines.
 Results stored before fingerprints existed carry only the commit read when they were stored;
 their fingerprint is ``commit:<that commit>``, so they pool only with seeds stored at the same
 commit.
+
+Beside the code, a seed records the kind of machine it started (and each resume ran) on
+(``machine``): the CPU's instruction set as torch dispatches on it, whether oneDNN has bf16
+kernels (the lean engine samples through them where it does, through plain ``F.linear``
+elsewhere), AMX, and the GPUs. The same code and seed sample differently on two kinds, so a
+report says which kind made which rows and footnotes a cell or a comparison that spans two;
+it does not refuse them (another machine is a replication, not other code). The machine is not
+in the fingerprint: nothing here changes what a run computes.
 """
 from __future__ import annotations
 
@@ -85,18 +93,97 @@ def commit_state(root: Path = PROJECT_ROOT) -> tuple[str, bool]:
 
 
 def current(root: Path = PROJECT_ROOT, plugins: Sequence[str] = ()) -> dict:
-    """This tree's provenance, with the ``plugins`` a run loads: ``{"commit", "dirty",
-    "fingerprint"}`` (commit "unknown" outside a git checkout)."""
+    """This tree's provenance, with the ``plugins`` a run loads, on this machine: ``{"commit",
+    "dirty", "fingerprint", "machine"}`` (commit "unknown" outside a git checkout)."""
     commit, dirty = commit_state(root)
-    return {"commit": commit, "dirty": dirty, "fingerprint": fingerprint(root, plugins)}
+    return {"commit": commit, "dirty": dirty, "fingerprint": fingerprint(root, plugins),
+            "machine": machine()}
+
+
+def _cpu_name() -> str:
+    try:  # Linux; elsewhere platform's (often empty) answer
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
+def _gpus() -> list[str]:
+    """The GPUs' names as ``nvidia-smi`` lists them ([] without one): asked of the driver's
+    tool, not of torch, so that recording them creates no CUDA context in this process."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              text=True, capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [x.strip() for x in done.stdout.splitlines() if x.strip()] if done.returncode == 0 \
+        else []
+
+
+def machine() -> dict:
+    """What kind of machine this process computes on: ``{"arch", "cpu", "isa", "bf16", "amx",
+    "gpus"}`` (``isa``: torch's CPU capability, e.g. AVX2 or AVX512; ``bf16``: oneDNN has bf16
+    kernels here; None where torch cannot say)."""
+    import platform
+
+    out = {"arch": platform.machine() or "unknown", "cpu": _cpu_name(), "isa": "unknown",
+           "bf16": None, "amx": None, "gpus": _gpus()}
+    try:
+        import torch
+
+        out["isa"] = str(torch.backends.cpu.get_cpu_capability())
+        out["bf16"] = bool(torch.backends.mkldnn.is_available()
+                           and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        out["amx"] = bool(torch.cpu._is_amx_tile_supported())
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+    return out
+
+
+def machine_kind(m: dict | None) -> str | None:
+    """The part of a ``machine`` record that decides which kernels run, as one label (the CPU's
+    name is left out: two CPUs with the same instructions run the same kernels); None when no
+    machine was recorded. A record inferred after the fact (``inferred_from``) knows only
+    whether bf16 kernels ran, and says that it is inferred."""
+    if not isinstance(m, dict):
+        return None
+    if m.get("inferred_from"):
+        return (f"CPU {'with' if m.get('bf16') else 'without'} bf16 kernels, inferred from "
+                "step times")
+    parts = [f"{m.get('arch', 'unknown')} {m.get('isa', 'unknown')}"]
+    if m.get("bf16") is not None:
+        parts.append("bf16" if m["bf16"] else "no bf16")
+    if m.get("amx"):
+        parts.append("AMX")
+    label = ", ".join(parts)
+    gpus = list(m.get("gpus") or ())
+    for name in dict.fromkeys(gpus):
+        label += f" + {gpus.count(name)} x {name}"
+    return label
+
+
+def machine_of_result(data: dict) -> str | None:
+    """The kind of machine a stored seed was made on (``machine_kind``), ``a then b`` when a
+    resume ran on another kind; None when its provenance records none."""
+    prov = of_result(data)
+    kinds = [machine_kind(prov.get("machine"))]
+    kinds += [machine_kind(r.get("machine")) for r in prov.get("resumed", ())
+              if isinstance(r, dict) and "machine" in r]
+    if kinds[0] is None:
+        return None
+    return " then ".join(dict.fromkeys(k or "not recorded" for k in kinds))
 
 
 def effective(record: dict) -> dict:
     """A started run's provenance with its resumes folded in: the fingerprint stays its start's
     when every resume ran the same code, else it names every version (``a+b``), which pools
-    with nothing else."""
+    with nothing else. The start's machine is kept (each resume's is in ``resumed``)."""
     prints = [record["fingerprint"]] + [r["fingerprint"] for r in record.get("resumed", ())]
-    out = {k: record[k] for k in ("commit", "dirty", "fingerprint")}
+    out = {k: record[k] for k in ("commit", "dirty", "fingerprint", "machine") if k in record}
     if len(set(prints)) > 1:
         out["fingerprint"] = "+".join(dict.fromkeys(prints))
     if record.get("resumed"):

@@ -162,3 +162,73 @@ def test_a_new_result_records_this_trees_provenance_and_an_old_one_its_commit():
     legacy = {"git_commit": "abc-dirty"}
     assert provenance.of_result(legacy) == {"commit": "abc", "dirty": True,
                                              "fingerprint": "commit:abc-dirty"}
+
+
+def test_the_machine_is_recorded_beside_the_code_and_labelled_by_its_kernels(monkeypatch):
+    m = provenance.machine()
+    assert set(m) == {"arch", "cpu", "isa", "bf16", "amx", "gpus"}
+    assert isinstance(m["bf16"], bool) and isinstance(m["gpus"], list)
+    assert provenance.current()["machine"] == m
+    assert provenance.machine_kind({"arch": "x86_64", "isa": "AVX2", "bf16": False,
+                                    "amx": False, "gpus": [], "cpu": "AMD EPYC"}) \
+        == "x86_64 AVX2, no bf16"
+    assert provenance.machine_kind({"arch": "x86_64", "isa": "AVX512", "bf16": True,
+                                    "amx": True, "cpu": "Intel Xeon",
+                                    "gpus": ["NVIDIA H200", "NVIDIA H200"]}) \
+        == "x86_64 AVX512, bf16, AMX + 2 x NVIDIA H200"
+    # the CPU's name is not part of the kind: the same instructions run the same kernels
+    assert provenance.machine_kind({**m, "cpu": "another"}) == provenance.machine_kind(m)
+    assert provenance.machine_kind({"bf16": False, "inferred_from": "62 s a step"}) \
+        == "CPU without bf16 kernels, inferred from step times"
+    assert provenance.machine_kind(None) is None
+
+
+def test_a_seed_resumed_on_another_kind_of_machine_names_both():
+    a = {**version("a"), "machine": {"arch": "x86_64", "isa": "AVX2", "bf16": False}}
+    b = {**version("a"), "machine": {"arch": "x86_64", "isa": "AVX512", "bf16": True}}
+    assert provenance.effective(a)["machine"] == a["machine"]
+    resumed = provenance.effective({**a, "resumed": [b]})
+    assert resumed["fingerprint"] == "a" * 16  # the same code: still poolable
+    assert provenance.machine_of_result({"provenance": resumed}) \
+        == "x86_64 AVX2, no bf16 then x86_64 AVX512, bf16"
+    assert provenance.machine_of_result({"provenance": provenance.effective({**a, "resumed": [a]})}) \
+        == "x86_64 AVX2, no bf16"
+    assert provenance.machine_of_result({"provenance": version("a")}) is None
+
+
+def on(kind):
+    return {**version("a"), "machine": {"arch": "x86_64", "isa": kind, "bf16": kind != "AVX2"}}
+
+
+def test_a_cell_or_comparison_spanning_two_machines_is_marked_not_refused(tmp_path):
+    # GDPO (the reference) on AVX512, its seed 1 on AVX2; MRTPO all on AVX2; GRPO all AVX512
+    fill(tmp_path, lambda job, s: on("AVX2") if job.row.label == "MRTPO" or
+         (job.row.label == "GDPO" and s == 1) else on("AVX512"))
+    assert cli.main(["reproduce", "table3", "--render-only", "--results-dir", str(tmp_path),
+                     "--output-dir", str(tmp_path)]) == 0
+    md = (tmp_path / "tables" / "table3.md").read_text()
+    assert "Machine: 2 kinds made these seeds" in md
+    assert "- x86_64 AVX512, bf16: Base (bfcl); GRPO (bfcl); GDPO (bfcl) seeds 0, 2" in md
+    assert "- x86_64 AVX2, no bf16: GDPO (bfcl) seed 1; MRTPO (bfcl)" in md
+    assert "seeds made on several kinds of machine: 0, 2 on x86_64 AVX512, bf16; 1 on " \
+           "x86_64 AVX2, no bf16" in md  # GDPO's cells
+    # MRTPO against GDPO: seeds 0 and 2 pair AVX2 with AVX512 (seed 1 shares AVX2)
+    assert "seeds 0, 2 of this row and the reference were made on different machines " \
+           "(x86_64 AVX2, no bf16 against x86_64 AVX512, bf16)" in md
+    # GRPO against GDPO: seed 1 pairs AVX512 with AVX2; the reference's own note said as its
+    assert "† GRPO (every cell): the reference: seeds made on several kinds of machine: 0, 2 " \
+           "on x86_64 AVX512, bf16; 1 on x86_64 AVX2, no bf16 / seed 1 of this row and the " \
+           "reference were made on different machines (x86_64 AVX512, bf16 against x86_64 " \
+           "AVX2, no bf16)" in md
+    # one kind everywhere: one line, no marks
+    fill(tmp_path, lambda job, s: on("AVX512"))
+    assert cli.main(["reproduce", "table3", "--render-only", "--results-dir", str(tmp_path),
+                     "--output-dir", str(tmp_path), "--force"]) == 0
+    md = (tmp_path / "tables" / "table3.md").read_text()
+    assert "Machine: one kind made every seed (x86_64 AVX512, bf16)." in md and "†" not in md
+    # none recorded: said once, no marks
+    fill(tmp_path, lambda job, s: version("a"))
+    assert cli.main(["reproduce", "table3", "--render-only", "--results-dir", str(tmp_path),
+                     "--output-dir", str(tmp_path), "--force"]) == 0
+    md = (tmp_path / "tables" / "table3.md").read_text()
+    assert "Machine: not recorded" in md and "†" not in md

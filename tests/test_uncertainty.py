@@ -110,6 +110,7 @@ def test_contrast_grids_compare_every_row_with_the_reference():
     # The reference's footnote is carried too
     assert mrtpo.text() == "+3.00 [−1.97, +7.97]? P=0.67 p=0.122 (Holm 0.122) †"
     assert diff.rows[1][1][0].text() == "−5.00 (n=1) P=0.00 †"
+    assert mrtpo.footnote == "the reference: mixed"  # said whose
     assert "undecided" in markdown(diff) and "Holm" in markdown(diff)
     assert "undecided" in mrtpo.csv_note() and "P(improvement) 0.6667" in mrtpo.csv_note()
     assert contrast_grids(Grid("T", "Method", [""], ["acc"], rows=rows[1:]), "GDPO") == []

@@ -38,6 +38,9 @@ class Cell:
     # per seed, its per-item scores in points: (seed, item ids, contributions), whose mean is
     # the seed's value (lab.reports.items); empty where the task has none
     items: tuple = field(default=(), repr=False, compare=False)
+    # per seed, the kind of machine that made it (harness.provenance.machine_of_result; None:
+    # not recorded): a comparison whose paired seeds were made on two kinds is footnoted
+    machines: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -84,7 +87,10 @@ class ContrastCell(Cell):
         p = paired(row.values, reference.values, higher)
         if not p.n:
             return Cell(note="no shared seeds")
-        footnote = " / ".join(dict.fromkeys(f for f in (row.footnote, reference.footnote) if f))
+        theirs = (f"the reference: {reference.footnote}"
+                  if reference.footnote and reference.footnote != row.footnote else "")
+        footnote = " / ".join(f for f in (row.footnote, theirs,
+                                          across_machines(row, reference, p.seeds)) if f)
         d = items.differences(row.items, reference.items) if row.items and reference.items \
             else None
         item = items.interval(d) if d is not None and len(d[0]) >= 2 else None
@@ -130,6 +136,20 @@ class ContrastCell(Cell):
         return "; ".join(parts + [x for x in (self.note, self.footnote) if x])
 
 
+def across_machines(row: Cell, reference: Cell, seeds: Sequence[int]) -> str:
+    """A footnote when some of the paired ``seeds`` were made on another kind of machine in the
+    row than in the reference ('' when every pair shares one, or a side did not record it):
+    such a pair differs by machine as well as by method."""
+    mine, theirs = dict(row.machines), dict(reference.machines)
+    split = [s for s in seeds if mine.get(s) and theirs.get(s) and mine[s] != theirs[s]]
+    if not split:
+        return ""
+    pairs = dict.fromkeys(f"{mine[s]} against {theirs[s]}" for s in split)
+    return (f"seed{'s' * (len(split) > 1)} {', '.join(map(str, split))} of this row and the "
+            f"reference were made on different machines ({'; '.join(pairs)}): each such pair "
+            "differs by machine as well as by method")
+
+
 def best_rows(cells: Sequence[Cell], higher: bool = True) -> set[int]:
     """Indices of the cells with the best mean (ties all marked; ``higher``: the metric's
     direction); none when fewer than two cells have values or all of them are equal."""
@@ -148,7 +168,9 @@ def mean_of_columns(row: Sequence[Cell]) -> Cell:
         vals = [dict(c.values)[s] for c in row if s in dict(c.values)]
         if len(vals) == sum(1 for c in row if c.values):
             out.append((s, sum(vals) / len(vals)))
-    return Cell(tuple(out), "" if out else "–")
+    machines = tuple((s, " and ".join(dict.fromkeys(
+        k for c in row for t, k in c.machines if t == s and k)) or None) for s, _ in out)
+    return Cell(tuple(out), "" if out else "–", machines=machines)
 
 
 def settings_differ(paths: Sequence[Path]) -> dict[str, list]:
@@ -169,6 +191,22 @@ def check_poolable(paths: Sequence[Path]) -> None:
         lines = "; ".join(f"{k}: {v}" for k, v in diff.items())
         raise ValueError(f"these seeds were made with different settings and are not pooled "
                          f"into one cell ({', '.join(str(p) for p in paths)}): {lines}")
+
+
+def machine_note(seeds: Sequence[int], results: Sequence[dict]) -> str:
+    """A footnote for a cell whose seeds were made on several kinds of machine, or on kinds
+    recorded for some and not for others ('' when one kind made them all, or none recorded
+    any: the table's machine line says so)."""
+    from harness.provenance import machine_of_result
+
+    kinds = [machine_of_result(r) for r in results]
+    if len(set(kinds)) <= 1:
+        return ""
+    by_kind: dict[str, list[str]] = {}
+    for s, k in zip(seeds, kinds):
+        by_kind.setdefault(k or "not recorded", []).append(str(s))
+    return "seeds made on several kinds of machine: " + "; ".join(
+        f"{', '.join(ss)} on {k}" for k, ss in by_kind.items())
 
 
 MIXED_HINT = ("rerun the stale seeds (reproduce --rerun-stale, or run --force) or pool them "

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from lab.reports import render
-from lab.reports.aggregate import Cell, check_poolable, check_same_code
+from lab.reports.aggregate import Cell, check_poolable, check_same_code, machine_note
 
 # the harness's own columns and their direction (a task's metrics declare theirs on the task)
 TIME_COLUMN = "s/step"  # seconds per training step: smaller is better
@@ -30,22 +30,29 @@ def seed_files(folder: Path) -> dict[int, Path]:
 def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[str, Cell]]:
     """(task, metric -> cell over the folder's seeds); the seeds must share their settings and
     (unless ``allow_mixed_code``: footnoted) their code's fingerprint."""
+    from harness.provenance import machine_of_result
     from harness.results import load_result
 
     files = seed_files(folder)
     check_poolable(list(files.values()))
     results = {s: load_result(p) for s, p in files.items()}
     footnote = check_same_code(list(files.values()), list(results.values()), allow_mixed_code)
+    footnote = "; ".join(x for x in (footnote, machine_note(list(results),
+                                                            list(results.values()))) if x)
+    machines = tuple((s, machine_of_result(r)) for s, r in results.items())
     task = next(iter(results.values()))["task"]
     metrics = sorted({m for r in results.values() for m, v in r["metrics"].items()
                       if isinstance(v, (int, float))})
     cells = {m: Cell(tuple((s, float(r["metrics"][m])) for s, r in results.items()
                            if m in r["metrics"]), footnote=footnote,
-                     items=seed_items(files, task, m)) for m in metrics}
+                     items=seed_items(files, task, m), machines=machines) for m in metrics}
     steps = [(s, float(r["train"]["time/step/mean"])) for s, r in results.items()
              if "time/step/mean" in r.get("train", {})]
     if steps:
-        cells[TIME_COLUMN] = Cell(tuple(steps))
+        # seconds depend on the machine most of all: its footnote, not the code's
+        cells[TIME_COLUMN] = Cell(tuple(steps), footnote=machine_note(list(results),
+                                                                      list(results.values())),
+                                  machines=machines)
     return task, cells
 
 

@@ -66,13 +66,24 @@ class Plan:
 
     def stored_results(self, job: Job) -> tuple[list[tuple[int, dict]], str]:
         """(seed, result) of a job's stored seeds, and the footnote when they pool several code
-        versions (a ValueError naming them unless ``allow_mixed_code``)."""
+        versions (a ValueError naming them unless ``allow_mixed_code``) or several kinds of
+        machine."""
         from lab.reports.aggregate import check_same_code
+
+        from lab.reports.aggregate import machine_note
 
         results = [self.result(job, s) for s in job.stored]
         note = check_same_code([job.seed_run(s).result for s in job.stored], results,
                                self.allow_mixed_code)
+        note = "; ".join(x for x in (note, machine_note(job.stored, results)) if x)
         return list(zip(job.stored, results)), note
+
+    def machines(self, job: Job) -> tuple[tuple[int, str | None], ...]:
+        """(seed, the kind of machine that made it, None: not recorded) of a job's stored
+        seeds."""
+        from harness.provenance import machine_of_result
+
+        return tuple((s, machine_of_result(self.result(job, s))) for s in job.stored)
 
     @property
     def blocked(self) -> dict[str, str]:

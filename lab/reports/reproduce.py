@@ -70,6 +70,33 @@ def code_versions(plan: Plan) -> str:
             "seeds of other versions than this tree's).")
 
 
+def machine_kinds(plan: Plan) -> str:
+    """A line on the kinds of machine that made the stored seeds this table or figure reads
+    ('' when none is stored): one kind, none recorded, or which rows each kind made (the same
+    code and seed sample differently on two kinds)."""
+    by_kind: dict[str, list[str]] = {}
+    for job in plan.jobs:
+        kinds = plan.machines(job)
+        for kind in dict.fromkeys(k for _, k in kinds):
+            seeds = [s for s, k in kinds if k == kind]
+            where = f"{job.row.label} ({job.task}" + (f", {job.model_label}" if len(
+                {j.model_label for j in plan.jobs}) > 1 else "") + ")"
+            if len(seeds) < len(kinds):
+                where += f" seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}"
+            by_kind.setdefault(kind or "not recorded", []).append(where)
+    if not by_kind:
+        return ""
+    if len(by_kind) == 1:
+        kind = next(iter(by_kind))
+        if kind == "not recorded":
+            return "Machine: not recorded (these seeds were stored before machines were)."
+        return f"Machine: one kind made every seed ({kind})."
+    return (f"Machine: {len(by_kind)} kinds made these seeds; the same code and seed sample "
+            "differently on two kinds, so a cell or comparison that spans them (marked †) "
+            "differs by machine as well as by method:\n" + "\n".join(
+                f"- {kind}: {'; '.join(rows)}" for kind, rows in by_kind.items()))
+
+
 def execute(plan: Plan) -> None:
     """Every run to do passes the preflight before the first one starts (a problem of the last
     cell must not wait for hours of the first), then each runs."""
@@ -153,9 +180,9 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
         execute(plan)
         plan = planned()  # now with the new seeds stored
     header = f"> {SMOKE_NOTE}" if args.preset == "smoke" else ""
-    versions = code_versions(plan)
-    if versions:
-        header += ("\n\n" if header else "") + versions
+    for line in (code_versions(plan), machine_kinds(plan)):
+        if line:
+            header += ("\n\n" if header else "") + line
     if plan.blocked:
         header += "\n\nCells that need data or models this machine lacks:\n" + "\n".join(
             f"- {what}: {why}" for what, why in plan.blocked.items())

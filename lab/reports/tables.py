@@ -117,14 +117,15 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
                     if col.log:
                         got = [(s, log_mean(job, s, col.log, r)) for s, r in results]
                         vals = tuple((s, v) for s, v in got if v is not None)
-                        cells.append(Cell(vals, "" if vals else "–", footnote))
+                        cells.append(Cell(vals, "" if vals else "–", footnote,
+                                          machines=plan.machines(job)))
                         continue
                     vals = tuple((s, float(r["metrics"][col.metric])) for s, r in results
                                  if col.metric in r["metrics"])
                     per_item = [item_scores(job, s, col.metric) for s, _ in vals]
                     cells.append(Cell(vals, "" if vals else f"no metric {col.metric}",
                                       footnote, items=tuple(x for x in per_item if x)
-                                      if all(per_item) else ()))
+                                      if all(per_item) else (), machines=plan.machines(job)))
                 elif job.blocked:
                     cells.append(Cell(note=needs_text(job.blocked)))
                 else:
