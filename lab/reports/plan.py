@@ -68,9 +68,7 @@ class Plan:
         """(seed, result) of a job's stored seeds, and the footnote when they pool several code
         versions (a ValueError naming them unless ``allow_mixed_code``) or several kinds of
         machine."""
-        from lab.reports.aggregate import check_same_code
-
-        from lab.reports.aggregate import machine_note
+        from lab.reports.aggregate import check_same_code, machine_note
 
         results = [self.result(job, s) for s in job.stored]
         note = check_same_code([job.seed_run(s).result for s in job.stored], results,

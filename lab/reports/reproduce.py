@@ -89,7 +89,7 @@ def machine_kinds(plan: Plan) -> str:
     if len(by_kind) == 1:
         kind = next(iter(by_kind))
         if kind == "not recorded":
-            return "Machine: not recorded (these seeds were stored before machines were)."
+            return "Machine: not recorded (these seeds were stored before machines were recorded)."
         return f"Machine: one kind made every seed ({kind})."
     return (f"Machine: {len(by_kind)} kinds made these seeds; the same code and seed sample "
             "differently on two kinds, so a cell or comparison that spans them (marked †) "
