@@ -33,8 +33,10 @@ def started(path: Path) -> float | None:
     return float(logs[0].name.split(".")[3]) if logs else None
 
 
-def infer(results_dir: Path, fast: float, slow: float, within_h: float) -> dict[Path, dict]:
-    """result path -> its machine record, for every stored seed that records none."""
+def infer(results_dir: Path, fast: float, slow: float,
+          within_h: float) -> dict[Path, tuple[dict, dict]]:
+    """result path -> (its stored result, its machine record), for every stored seed that
+    records none."""
     todo = {}
     for path in sorted(results_dir.rglob("seed*.json")):
         if "bench" in path.relative_to(results_dir).parts[:1]:
@@ -54,12 +56,12 @@ def infer(results_dir: Path, fast: float, slow: float, within_h: float) -> dict[
                        f"mean time/generate {g:.1f} s a step (<= {fast:g} s: bf16 kernels; "
                        f">= {slow:g} s: none)"}
     out = dict(known)
+    starts = {p: t for p in known if (t := started(p)) is not None}
     for path in todo:
         if path in known:
             continue
         t = started(path)
-        near = sorted((abs(t - started(p)), p) for p in known
-                      if t is not None and started(p) is not None)
+        near = sorted((abs(t - s), p) for p, s in starts.items()) if t is not None else []
         if not near or near[0][0] > within_h * 3600:
             raise SystemExit(f"{path}: an evaluation-only seed with no trained seed started "
                              f"within {within_h:g} h of it: the machine cannot be told")
@@ -67,7 +69,7 @@ def infer(results_dir: Path, fast: float, slow: float, within_h: float) -> dict[
         out[path] = {"bf16": known[other]["bf16"], "inferred_from":
                      f"the machine of {other.relative_to(results_dir)}, started "
                      f"{gap / 60:.0f} min apart ({known[other]['inferred_from']})"}
-    return out
+    return {p: (todo[p], m) for p, m in out.items()}
 
 
 def main(argv=None) -> int:
@@ -80,14 +82,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     root = Path(args.results_dir)
     found = infer(root, args.fast, args.slow, args.within)
-    for path, m in found.items():
+    for path, (data, m) in found.items():
         print(f"{path.relative_to(root)}: {'bf16' if m['bf16'] else 'no bf16'} "
               f"({m['inferred_from']})")
         if not args.check:
-            data = json.loads(path.read_text())
             data["provenance"]["machine"] = m
             atomic_write_json(path, data)
-    print(f"{len(found)} seed(s) {'would be' if args.check else ''} marked".replace("  ", " "))
+    print(f"{len(found)} seed(s) {'would be marked' if args.check else 'marked'}")
     return 1 if args.check and found else 0
 
 

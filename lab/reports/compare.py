@@ -37,8 +37,8 @@ def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[s
     check_poolable(list(files.values()))
     results = {s: load_result(p) for s, p in files.items()}
     footnote = check_same_code(list(files.values()), list(results.values()), allow_mixed_code)
-    footnote = "; ".join(x for x in (footnote, machine_note(list(results),
-                                                            list(results.values()))) if x)
+    on_machines = machine_note(list(results), list(results.values()))
+    footnote = "; ".join(x for x in (footnote, on_machines) if x)
     machines = tuple((s, machine_of_result(r)) for s, r in results.items())
     task = next(iter(results.values()))["task"]
     metrics = sorted({m for r in results.values() for m, v in r["metrics"].items()
@@ -50,9 +50,7 @@ def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[s
              if "time/step/mean" in r.get("train", {})]
     if steps:
         # seconds depend on the machine most of all: its footnote, not the code's
-        cells[TIME_COLUMN] = Cell(tuple(steps), footnote=machine_note(list(results),
-                                                                      list(results.values())),
-                                  machines=machines)
+        cells[TIME_COLUMN] = Cell(tuple(steps), footnote=on_machines, machines=machines)
     return task, cells
 
 

@@ -114,18 +114,19 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
                 job = jobs[(model, col.task, row.label)]
                 if job.stored:
                     results, footnote = plan.stored_results(job)
+                    machines = plan.machines(job)
                     if col.log:
                         got = [(s, log_mean(job, s, col.log, r)) for s, r in results]
                         vals = tuple((s, v) for s, v in got if v is not None)
                         cells.append(Cell(vals, "" if vals else "–", footnote,
-                                          machines=plan.machines(job)))
+                                          machines=machines))
                         continue
                     vals = tuple((s, float(r["metrics"][col.metric])) for s, r in results
                                  if col.metric in r["metrics"])
                     per_item = [item_scores(job, s, col.metric) for s, _ in vals]
                     cells.append(Cell(vals, "" if vals else f"no metric {col.metric}",
                                       footnote, items=tuple(x for x in per_item if x)
-                                      if all(per_item) else (), machines=plan.machines(job)))
+                                      if all(per_item) else (), machines=machines))
                 elif job.blocked:
                     cells.append(Cell(note=needs_text(job.blocked)))
                 else:
