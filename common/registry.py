@@ -7,7 +7,7 @@ the known names with a "did you mean" suggestion.
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -19,6 +19,43 @@ class UnknownNameError(KeyError):
         return str(self.args[0])
 
 
+class DuplicateNameError(ValueError):
+    """Raised when a name is registered a second time (``kind``, ``name``: which)."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind, self.name = kind, name
+        super().__init__(f"{kind} {name!r} is registered twice")
+
+
+def close_names(name: str, known: Iterable[str], n: int = 1, cutoff: float = 0.5,
+                family: int = 8) -> list[str]:
+    """The known names ``name`` probably meant, case-insensitively: the one it spells in
+    another case; else, of the names it begins (3 or more characters), those at most two
+    characters longer (``smok`` -> ``smoke``, not ``smoke-learn``), or else that whole family
+    (``spider`` -> ``spider-dev``, ``spider-dk``, ..., at most ``family``, in order); else the
+    ``n`` closest by ``difflib`` (``cutoff``)."""
+    by_lower: dict[str, str] = {}
+    for k in sorted(known):
+        by_lower.setdefault(k.lower(), k)
+    key = name.lower()
+    if key in by_lower:
+        return [by_lower[key]]
+    if len(key) >= 3:
+        members = [k for low, k in by_lower.items() if low.startswith(key)]
+        if members:
+            return ([m for m in members if len(m) <= len(key) + 2] or members)[:family]
+    return [by_lower[c] for c in difflib.get_close_matches(key, list(by_lower), n=n,
+                                                           cutoff=cutoff)]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """'; did you mean ...?' from :func:`close_names` (``-`` and ``_`` alike, for keywords
+    and flags); '' when nothing is close."""
+    norm = {k.replace("-", "_"): k for k in known}
+    close = close_names(name.lstrip("-").replace("-", "_"), norm, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(norm[c]) for c in close)}?" if close else ""
+
+
 class Registry(Generic[T]):
     """A named collection of entries of one kind (``kind`` is used in error messages)."""
 
@@ -28,13 +65,9 @@ class Registry(Generic[T]):
 
     def add(self, name: str, entry: T) -> T:
         if name in self._entries:
-            raise ValueError(f"{self.kind} {name!r} is registered twice")
+            raise DuplicateNameError(self.kind, name)
         self._entries[name] = entry
         return entry
-
-    def register(self, name: str) -> Callable[[T], T]:
-        """Decorator form: ``@REGISTRY.register("name")``."""
-        return lambda entry: self.add(name, entry)
 
     def get(self, name: str) -> T:
         try:
@@ -44,8 +77,9 @@ class Registry(Generic[T]):
 
     def unknown_message(self, name: str) -> str:
         known = ", ".join(sorted(self._entries)) or "(none)"
-        close = difflib.get_close_matches(name, list(self._entries), n=1, cutoff=0.5)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = close_names(name, self._entries)
+        hint = (f" Did you mean {close[0]!r}?" if len(close) == 1 else
+                f" Did you mean one of {', '.join(map(repr, close))}?" if close else "")
         return f"unknown {self.kind} {name!r}.{hint} Known {self.kind}s: {known}"
 
     def names(self) -> list[str]:

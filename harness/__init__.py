@@ -1,1 +1,4 @@
-"""The harness engine: CLI, config, models, rollout, loss, trainer, backend, results, tables."""
+"""The harness engine: config and presets, the one resolution of a run (run.py) and its one
+check (preflight.py), data, models, rollout engines, loss, the training loop, the Ray Train
+backend, checkpoints and the results store. The command line, benches and reports are in
+``lab``."""

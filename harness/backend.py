@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 from harness import orphan
+from harness import run as runs
 from harness.config import RunConfig
 
 
@@ -39,11 +40,12 @@ def _worker_entry(loop_config: dict) -> None:
     orphan.arm()  # an orphan of a killed job stops instead of storing the seed's result
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
-    config = RunConfig.from_dict(loop_config["config"])  # loads the run's plugins first
+    # the driver's resolution again, from the stored config (its plugins loaded first)
+    resolved = runs.from_stored(loop_config["config"])
     # the seed's files with this config: the SeedRun was unpickled before the plugins loaded,
     # so its config's class lacks their options
-    run = replace(loop_config["run"], config=config)
-    train_worker(config, reporter_factory=worker_reporter, checkpointer=RayCheckpointer(),
+    run = replace(loop_config["run"], config=resolved.config)
+    train_worker(resolved, reporter_factory=worker_reporter, checkpointer=RayCheckpointer(),
                  run=run)
 
 
@@ -52,14 +54,12 @@ def _sft_entry(loop_config: dict) -> None:
 
     from harness.console import quiet
     from harness.console.progress import worker_reporter
-    from harness.plugins import load_plugins
     from harness.warmstart.sft import sft_worker
 
     orphan.arm()  # an orphan of a killed job stops instead of writing the warm start
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
-    config = RunConfig.from_dict(loop_config["config"])
-    load_plugins(config.plugins)
+    config = runs.from_stored(loop_config["config"]).config
     sft_worker(config, loop_config["probe"], reporter_factory=worker_reporter,
                probe_steps=tuple(loop_config["probe_steps"]))
 
@@ -162,13 +162,11 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
 def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int, ...] = ()
                ) -> Path:
     """Train the run's warm start with Ray Train unless its folder is cached; its path."""
-    from harness.plugins import load_plugins
     from harness.warmstart import cache
 
     from harness.warmstart.data import content_hash, demonstrations
     from harness.warmstart.sft import check_no_benchmark_items
 
-    load_plugins(config.plugins)
     demos = demonstrations(config)  # once: for the cache key and for the benchmark check
     path = cache.folder(config, content_hash(demos))
     if cache.is_complete(path):
@@ -190,10 +188,8 @@ def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int
 def train_seed(config: RunConfig, run=None) -> Path:
     """Train + evaluate one seed with Ray Train; returns the stored result's path. ``run``:
     the seed's ``SeedRun`` (made from ``config`` when not given)."""
-    from harness.plugins import load_plugins
     from harness.seedrun import SeedRun
 
-    load_plugins(config.plugins)  # the driver resolves result paths through the registries too
     run = run or SeedRun.of(config)
     # a stored seed run again (--force) starts from step 0; a missing one resumes from the
     # latest complete checkpoint of an earlier, killed run of the same settings

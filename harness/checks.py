@@ -1,8 +1,10 @@
-"""Settings that cannot work, found before Ray starts: each problem says how to fix it.
+"""The config's own problems, each with its fix: a part of the one check of a run
+(``harness.preflight.problems``), and what a training worker checks again with the actual
+world size.
 
-``settings_problems`` looks at the config alone; ``data_problems`` at the loaded training
-examples (a method that replays verifier information needs it on every example). Both return
-every problem at once, so that one failed start lists all there is to fix.
+``settings_problems`` looks at the config alone (value types first); ``verifier_info_problems``
+at the loaded training examples (a method that replays verifier information needs it on every
+example). Both return every problem at once, so that one failed start lists all there is to fix.
 """
 from __future__ import annotations
 
@@ -29,6 +31,32 @@ def local_responses(config: RunConfig, world: int) -> int:
 
 
 PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+_KINDS = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+          "Optional[str]": (str, type(None)), "Optional[float]": (int, float, type(None)),
+          "tuple[str, ...]": (tuple, list)}
+
+
+def type_problems(config: RunConfig) -> list[str]:
+    """Values of the wrong type (an API keyword ``lr="abc"``, a hand-edited stored config):
+    checked first, since every other check compares them as numbers."""
+    from harness.config import all_fields
+
+    out = []
+    for name, (section, f) in all_fields().items():
+        holder = getattr(config, section) if section else config
+        if not hasattr(holder, name):
+            continue
+        value = getattr(holder, name)
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        allowed = _KINDS.get(kind)
+        if allowed is None:
+            continue
+        wrong = not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)
+        if wrong:
+            want = kind.replace("Optional[", "").rstrip("]")
+            out.append(f"{name} is {value!r} (a {type(value).__name__}); give a {want} "
+                       f"(--{name.replace('_', '-')})")
+    return out
 
 
 def settings_problems(config: RunConfig, world: int | None = None,
@@ -40,7 +68,9 @@ def settings_problems(config: RunConfig, world: int | None = None,
     import methods
     from harness.loss import AGG_MODES
 
-    out: list[str] = []
+    out: list[str] = type_problems(config)
+    if out:  # the checks below compare these values as numbers
+        return out
     r, t, m = config.rollout, config.training, config.method
     method = methods.get(m.method)  # unknown names fail here, with the known ones listed
     if r.group_size < 1:
@@ -131,14 +161,29 @@ def family_problems(config: RunConfig) -> list[str]:
 
 
 def model_problems(config: RunConfig, here: bool = True) -> list[str]:
-    """The model must be embedded, a folder, or (online) a hub id. ``here``: see
-    ``device_problems`` (on a cluster the folder may exist on the workers' nodes only)."""
+    """The model must be embedded, a folder holding an HF model (``config.json``), or (online)
+    a hub id; a paper preset (``Preset.published``) trains a model folder, never an embedded
+    stand-in. ``here``: see ``device_problems`` (on a cluster the folder may exist on the
+    workers' nodes only)."""
     from pathlib import Path
 
     from harness.models import EMBEDDED
+    from harness.presets import PRESETS
 
     m = config.model
-    if not here or m.model in EMBEDDED or m.allow_download or Path(m.model).expanduser().is_dir():
+    paper = PRESETS.get(config.preset).published if config.preset in PRESETS else False
+    if paper and m.model in EMBEDDED:
+        return [f"preset {config.preset!r} trains a paper model, not the embedded {m.model!r}; "
+                "pass --model FOLDER (an HF model folder) or --model-dir DIR holding it"]
+    if not here or m.model in EMBEDDED:
+        return []
+    folder = Path(m.model).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            return [f"model folder {folder} holds no config.json: not an HF model folder; "
+                    "give the folder a model was saved to (save_pretrained)"]
+        return []
+    if m.allow_download:
         return []
     looked = f" ({Path(m.model_dir).expanduser() / m.model} does not exist)" if m.model_dir else ""
     return [f"model {m.model!r} is neither an embedded model nor a folder{looked}; pass "
@@ -188,7 +233,7 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
     return out
 
 
-def data_problems(config: RunConfig, train: Sequence) -> list[str]:
+def verifier_info_problems(config: RunConfig, train: Sequence) -> list[str]:
     """What the training examples lack for this method (checked on every example): a method
     with extra passes or loss terms re-reads responses under contexts built from each
     example's verifier information."""
@@ -222,12 +267,3 @@ def task_problems(config: RunConfig) -> list[str]:
         return []
     data_dir = Path(config.task.data_dir) if config.task.data_dir else None
     return [f"task {task.name!r}: {p}" for p in task.preflight(data_dir)]
-
-
-def check(config: RunConfig, train: Sequence | None = None) -> None:
-    """Raise ValueError naming every problem (settings, then data) with its fix."""
-    problems = settings_problems(config)
-    if train is not None and not problems:
-        problems += data_problems(config, train) + task_problems(config)
-    if problems:
-        raise ValueError("these settings cannot run:\n" + "\n".join(f"  - {p}" for p in problems))

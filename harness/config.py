@@ -13,6 +13,7 @@ from typing import Any
 
 import methods
 import tasks  # noqa: F401  (its families register their options)
+from common.registry import did_you_mean
 from common.options import merged_dataclass, option
 from harness import plugins
 from harness.presets import PRESETS
@@ -295,10 +296,20 @@ def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     return out
 
 
+# TRL's GRPOConfig names of the same fields, read from flags and API keywords (docs/runs.md)
+TRL_NAMES = {
+    "num_generations": "group_size", "learning_rate": "lr", "beta": "kl_coef",
+    "max_completion_length": "max_response_tokens", "max_prompt_length": "max_prompt_tokens",
+    "max_steps": "steps", "num_iterations": "ppo_epochs", "epsilon": "clip_eps_low",
+    "epsilon_high": "clip_eps_high", "max_grad_norm": "grad_clip",
+}
+
+
 def aliases() -> dict[str, str]:
-    """A renamed field's former name -> its name (``option(..., aliases=...)``)."""
-    return {old: name for name, (_, f) in all_fields().items()
-            for old in f.metadata.get("aliases", ())}
+    """Another name of a field -> its name: a renamed field's former names
+    (``option(..., aliases=...)``) and TRL's names (``TRL_NAMES``)."""
+    return {**TRL_NAMES, **{old: name for name, (_, f) in all_fields().items()
+                            for old in f.metadata.get("aliases", ())}}
 
 
 def renamed(values: dict[str, Any]) -> dict[str, Any]:
@@ -328,7 +339,7 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
                      "also_evaluate": ",".join([*rest.split(","), *extra])}
     for name, value in overrides.items():
         if name not in known:
-            raise ValueError(f"unknown config field {name!r}")
+            raise ValueError(f"unknown config field {name!r}{did_you_mean(name, known)}")
         by_section.setdefault(known[name][0], {})[name] = value
     top = by_section.pop(None, {})
     new = {s: replace(getattr(config, s), **vals) for s, vals in by_section.items()}

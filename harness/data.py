@@ -16,23 +16,70 @@ def get_task(config: RunConfig) -> Task:
     return TASKS.get(config.task.task).configured(config.task)
 
 
-def choose_train_set(config: RunConfig) -> TrainSet:
-    """``--train-data`` if given; else the family's published set when ``--data-dir`` holds
-    it, else its first set that needs no data folder (the offline generator)."""
+def intended_train_set(config: RunConfig) -> TrainSet:
+    """The training set a run is for, from its settings alone (no file is read, so a plan can
+    name a run's folder on a machine without the data): ``--train-data`` if given; else the
+    task's first set in order of preference, passing over the sets read from a data folder
+    unless ``--data-dir`` is given or the preset is a paper setting (``Preset.published``)."""
+    from harness.presets import PRESETS
+
     task = TASKS.get(config.task.task)
     if config.task.train_data:
-        chosen = TRAIN_SETS.get(config.task.train_data).configured(config.task)
-        if chosen.family != task.family:
-            raise ValueError(f"training set {chosen.name!r} is for the {chosen.family} family, "
-                             f"task {task.name!r} is {task.family}")
-        return chosen
+        return TRAIN_SETS.get(config.task.train_data).configured(config.task)
+    published = config.task.data_dir is not None or (
+        config.preset in PRESETS and PRESETS.get(config.preset).published)
     for name in task.train_sets:
         ts = TRAIN_SETS.get(name)
-        if ts.found_in(config.task.data_dir):
+        if published or not ts.needs_data_dir:
             return ts.configured(config.task)
-    where = (f"--data-dir {config.task.data_dir} holds none of its sets "
-             f"({', '.join(task.train_sets)})" if config.task.data_dir else "pass --data-dir")
-    raise ValueError(f"task {task.name!r} has no offline training set; {where}")
+    raise ValueError(f"task {task.name!r} has no offline training set; pass --data-dir")
+
+
+def choose_train_set(config: RunConfig) -> TrainSet:
+    """The training set a run reads (:func:`intended_train_set`), checked to be readable and
+    never replaced by another: a ``--data-dir`` must exist and hold it; a paper preset reads
+    published data only; an offline generator is read only when asked (``--train-data``) or
+    by a smoke preset without ``--data-dir``. ValueError says what is missing and the fix."""
+    from harness.presets import PRESETS
+
+    task = TASKS.get(config.task.task)
+    data_dir = config.task.data_dir
+    paper = config.preset if (config.preset in PRESETS
+                              and PRESETS.get(config.preset).published) else None
+    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+        what = "is a file" if Path(data_dir).expanduser().exists() else "does not exist"
+        raise ValueError(f"--data-dir {data_dir} {what}; give the folder that holds the "
+                         "published data sets (layouts: docs/tasks.md)")
+    chosen = intended_train_set(config)
+    if chosen.family != task.family:
+        raise ValueError(f"training set {chosen.name!r} is for the {chosen.family} family, "
+                         f"task {task.name!r} is {task.family}")
+    if chosen.needs_data_dir and not chosen.found_in(data_dir):
+        offline = next((n for n in task.train_sets if not TRAIN_SETS.get(n).needs_data_dir),
+                       None)
+        raise ValueError(_missing(task, [chosen], data_dir,
+                                  None if config.task.train_data else offline, paper))
+    if paper and not chosen.needs_data_dir:
+        raise ValueError(f"--train-data {chosen.name} is an offline generator and preset "
+                         f"{paper!r} trains on published data only; drop --train-data (and "
+                         "give --data-dir), or use a smoke preset")
+    return chosen
+
+
+def _missing(task: Task, wanted: Sequence[TrainSet], data_dir: str | None,
+             offline: str | None = None, paper: str | None = None) -> str:
+    """Why none of ``wanted`` (sets read from --data-dir) can be read, and the fixes;
+    ``offline``: the generator that could be asked for instead; ``paper``: the paper preset
+    that needs the published set (no generator then)."""
+    sets = "; ".join(f"{ts.name}: {ts.help}" for ts in wanted)
+    where = (f"--data-dir {data_dir} does not hold it" if data_dir else
+             f"preset {paper!r} trains on it and no --data-dir was given" if paper else
+             "no --data-dir was given")
+    fix = ("put it there or give the folder that holds it (layouts: docs/tasks.md)" if data_dir
+           else "give --data-dir DIR holding it (layouts: docs/tasks.md)")
+    if offline and not paper:
+        fix += f", or pass --train-data {offline} to train on the offline generator"
+    return f"task {task.name!r} trains on its published set ({sets}); {where}: {fix}"
 
 
 def offline_train_set(task_name: str) -> str | None:

@@ -1,9 +1,9 @@
 """Running seeds of one config: what ``harness run`` does and ``reproduce`` does per cell.
 
-Resolves paths to absolute ones (workers may run elsewhere), fails on unknown names and
-missing data before anything slow starts, skips stored seeds (refusing ones stored with other
-settings), prepares the embedded model once in the driver, starts Ray, trains the warm start
-when the setting asks for it (cached), then trains and evaluates each missing seed.
+Given a resolved run (``harness.run.Run``, already checked by ``harness.preflight``): skips
+stored seeds (refusing ones stored with other settings, naming ones made by other code),
+prepares the embedded model once in the driver, starts Ray, trains the warm start when the
+setting asks for it (cached), then trains and evaluates each missing seed.
 """
 from __future__ import annotations
 
@@ -13,32 +13,49 @@ from pathlib import Path
 from harness import config as cfg
 
 
-def absolute(config: cfg.RunConfig) -> cfg.RunConfig:
-    """Paths made absolute (workers may start elsewhere); a model name found under
-    ``--model-dir`` becomes its folder."""
-    from harness.models import EMBEDDED
+def validate(run) -> None:
+    """Fail on every problem of the resolved run (``harness.run.Run``: settings, options,
+    output folders, model and data) before anything slow starts: ``harness.preflight.check``,
+    the check its dry run prints."""
+    from harness.preflight import check
 
-    m = config.model
-    if m.model_dir and m.model not in EMBEDDED and not Path(m.model).expanduser().is_dir():
-        config = replace(config, model=replace(m, model=str(Path(m.model_dir).expanduser()
-                                                            / m.model)))
-    config = replace(config, results_dir=str(Path(config.results_dir).resolve()),
-                     checkpoint_dir=str(Path(config.checkpoint_dir).resolve()))
-    if config.task.data_dir:
-        config = replace(config, task=replace(config.task,
-                                              data_dir=str(Path(config.task.data_dir).resolve())))
-    if Path(config.model.model).expanduser().is_dir():
-        config = replace(config, model=replace(
-            config.model, model=str(Path(config.model.model).expanduser().resolve())))
-    return config
+    check(run)
 
 
-def validate(config: cfg.RunConfig) -> None:
-    """Fail on every problem of the settings, options, output folders and data files before
-    anything slow starts (``harness.preflight``): all listed together, each with its fix."""
-    from harness.preflight import preflight
+def stale_seeds(config: cfg.RunConfig, seeds: list[int]) -> dict[int, str]:
+    """Stored seeds (of any benchmark of the run) made by other code than this tree's: seed ->
+    its fingerprint (``compare`` and the tables refuse to pool them with this code's)."""
+    from harness import provenance
+    from harness.results import load_result, stored_seeds
 
-    preflight(config)
+    ours = provenance.current(plugins=config.plugins)["fingerprint"]
+    out: dict[int, str] = {}
+    for c in cfg.evaluations(config):
+        stored = stored_seeds(c)
+        for s in seeds:
+            if s in stored and s not in out:
+                theirs = provenance.of_result(load_result(stored[s]))["fingerprint"]
+                if theirs != ours:
+                    out[s] = theirs
+    return out
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a seed: its message names what a rerun of the same command resumes."""
+
+
+def interrupted_text(run) -> str:
+    """One line: where the interrupted seed stands and that the same command goes on."""
+    steps = run.saved_steps()
+    if steps:
+        return (f"interrupted: seed {run.config.seed} has checkpoints of steps {steps} in "
+                f"{run.checkpoints}; the same command resumes from the latest complete one "
+                "(stored seeds are kept)")
+    every = run.config.training.save_every
+    saving = (f"no checkpoint was saved yet (--save-every {every})" if every else
+              "no checkpoint is saved without --save-every N")
+    return (f"interrupted: seed {run.config.seed} stored nothing and {saving}; the same "
+            "command starts it again (stored seeds are kept)")
 
 
 def pending_seeds(config: cfg.RunConfig, seeds: list[int], force: bool = False) -> list[int]:
@@ -98,7 +115,10 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print, force: bool = 
         if found:
             log(f"seed {s}: checkpoints of steps {found} found; Ray Train resumes from the "
                 "latest complete one")
-        path = train_seed(run.config, run)
+        try:
+            path = train_seed(run.config, run)
+        except KeyboardInterrupt:
+            raise Interrupted(interrupted_text(run)) from None
         log(f"seed {s}: stored {path}")
         out.append(path)
     return out

@@ -16,24 +16,80 @@ _loaded: set[str] = set()
 AFTER_LOAD: list[Callable[[], object]] = []
 
 
-def load_plugins(entries: Iterable[str]) -> None:
-    """Import each file or module once; then the ``AFTER_LOAD`` hooks run (the config classes
-    are remade, so that the options the plugins registered are config fields and flags)."""
-    new = False
-    for entry in entries:
-        if entry in _loaded:
-            continue
-        if entry.endswith(".py"):
-            path = Path(entry)
+class PluginError(ImportError):
+    """A plugin that cannot be loaded: one line naming its file and line, and the fix."""
+
+
+def _builtin_names() -> set[tuple[str, str]]:
+    """(kind, name) of everything registered before the first plugin: the built-ins."""
+    import methods
+    import tasks
+
+    return {(reg.kind, name) for reg in (methods.METHODS, tasks.TASKS, tasks.TRAIN_SETS)
+            for name in reg.names()}
+
+
+_BUILTIN: set[tuple[str, str]] = set()
+
+
+def _where(exc: BaseException, path: Path | None) -> str:
+    """'FILE:LINE' of the innermost frame in the plugin's own file (else its last frame)."""
+    import traceback
+
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if path is not None and Path(f.filename) == path]
+    frame = (own or frames or [None])[-1]
+    return f"{frame.filename}:{frame.lineno}" if frame else str(path)
+
+
+def _import(entry: str) -> None:
+    from common.registry import DuplicateNameError
+
+    path = Path(entry).resolve() if entry.endswith(".py") else None
+    try:
+        if path is not None:
             if not path.is_file():
-                raise FileNotFoundError(f"plugin file {path} does not exist")
+                raise PluginError(f"--plugin {entry}: the file does not exist")
             name = f"harness_plugin_{path.stem}"
             spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
         else:
-            importlib.import_module(entry)
+            try:
+                importlib.import_module(entry)
+            except ModuleNotFoundError as exc:
+                if exc.name != entry.split(".")[0] and exc.name != entry:
+                    raise
+                raise PluginError(f"--plugin {entry}: no module of that name is importable "
+                                  "(give a .py file's path, or install the module)") from None
+    except PluginError:
+        raise
+    except DuplicateNameError as exc:
+        builtin = (exc.kind, exc.name) in _BUILTIN
+        why = (f"{exc.kind} {exc.name!r} is built-in" if builtin
+               else f"{exc.kind} {exc.name!r} is registered twice (another plugin has it)")
+        raise PluginError(f"plugin {_where(exc, path)}: {why}; give yours another name") \
+            from None
+    except SyntaxError as exc:
+        raise PluginError(f"plugin {_where(exc, path)}: syntax error: {exc.msg}") from None
+    except Exception as exc:
+        raise PluginError(f"plugin {_where(exc, path)}: {type(exc).__name__}: {exc}") from None
+
+
+def load_plugins(entries: Iterable[str]) -> None:
+    """Import each file or module once (a failure is one ``PluginError`` line naming the
+    plugin's file and line); then the ``AFTER_LOAD`` hooks run (the config classes are remade,
+    so that the options the plugins registered are config fields and flags)."""
+    new = False
+    for entry in entries:
+        if entry in _loaded:
+            continue
+        if not _BUILTIN:
+            _BUILTIN.update(_builtin_names())
+        _import(entry)
         _loaded.add(entry)
         new = True
     if new:

@@ -1,15 +1,18 @@
-"""Everything a command can find wrong before Ray starts or a model loads, listed together.
+"""The one check of a resolved run (``harness.run.Run``): everything a command can find wrong
+before Ray starts or a model loads, listed together.
 
-A run (``run``, ``sft``, each cell of ``reproduce``) and ``score`` call :func:`preflight`: the
-settings (``checks.settings_problems``), options that belong to another method, task family or
-engine, schedules that would do nothing, every output folder (proven writable without writing
-anything), and every data file the command will read (the training set and the benchmark,
-opened and validated). One ``PreflightError`` names every problem with its fix.
+Every entry point (``run`` and its dry run, ``sft``, each cell of ``reproduce``, ``harness.api``)
+calls :func:`problems` on the same ``Run`` it then acts on, so a dry run prints the verdict the
+run acts on: the settings (``checks.settings_problems``), options that belong to another
+method, task family or engine, schedules that would do nothing, every output folder (proven
+writable with a probe file, created and removed), the model, the training set (the one asked
+for, never a stand-in) and the benchmark (opened and validated), and the warm start's data. One
+``PreflightError`` names every problem with its fix.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from harness import config as cfg
@@ -29,8 +32,12 @@ def raise_if(problems: list[str], what: str = "these settings cannot run") -> No
 
 
 def folder_problem(path: str | Path, flag: str) -> str | None:
-    """Why the folder ``path`` could not be created or written (None: it can), found without
-    creating or writing anything: the nearest existing ancestor must be a writable folder."""
+    """Why the folder ``path`` could not be created or written (None: it can). The nearest
+    existing ancestor must be a folder in which a probe file can be created (it is removed at
+    once; nothing else is made): permission bits say nothing for root or on a read-only or
+    virtual file system (/proc)."""
+    import tempfile
+
     p = Path(path).expanduser().absolute()
     probe = p
     while not probe.exists():
@@ -41,9 +48,14 @@ def folder_problem(path: str | Path, flag: str) -> str | None:
         return f"{flag} {path}: exists and is not a folder; give a folder"
     if not probe.is_dir():
         return f"{flag} {path}: {probe} is a file, so the folder cannot be created; give another"
-    if not os.access(probe, os.W_OK | os.X_OK):
-        where = "" if probe == p else f" ({probe} is the nearest existing folder)"
-        return f"{flag} {path}: not writable{where}; give a folder you can write to"
+    where = "" if probe == p else f" ({probe} is the nearest existing folder)"
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=".harness-probe-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        return (f"{flag} {path}: cannot be written{where}: {exc.strerror or exc}; give a folder "
+                "you can write to")
     return None
 
 
@@ -144,27 +156,51 @@ def schedule_problems(config: cfg.RunConfig) -> list[str]:
     return out
 
 
-def data_problems(config: cfg.RunConfig) -> list[str]:
-    """Open and validate every data file the run reads: the training set and the benchmark
-    (which the workers would first read after the last training step)."""
+def data_problems(run) -> list[str]:
+    """Open and validate every data file the run reads: the training set the run resolved
+    (never another in its place) and the benchmark (which the workers would first read after
+    the last training step); the examples must carry what the method's passes re-read, and the
+    warm start needs reference answers that are no benchmark item's."""
     from harness import checks
     from harness.assets import MissingAssetError
-    from harness.data import get_task, load_eval, load_train
+    from harness.data import load_eval, load_train
 
-    out: list[str] = []
+    config, out = run.config, []
+    train = None
+    if run.train_problem:
+        out.append(run.train_problem)
+    else:
+        try:
+            train = load_train(config)
+        except (ValueError, FileNotFoundError, MissingAssetError) as exc:
+            out.append(f"training set: {exc}")
     try:
-        train = load_train(config)
-    except (ValueError, FileNotFoundError, MissingAssetError) as exc:
-        out.append(f"training set: {exc}")
-        train = None
-    try:
-        if not load_eval(get_task(config), config):
+        benchmark = load_eval(run.task, config)
+        if not benchmark:
             out.append(f"benchmark {config.task.task!r} has no items")
     except (ValueError, FileNotFoundError, MissingAssetError) as exc:
         out.append(f"benchmark: {exc}")
     if train is not None:
-        out += checks.data_problems(config, train)
+        if run.purpose == "run":
+            out += checks.verifier_info_problems(config, train)
+        if config.warmstart.warm_start:
+            out += warm_start_problems(run)
     return out + checks.task_problems(config)
+
+
+def warm_start_problems(run) -> list[str]:
+    """The warm start imitates the training set's reference answers: the set must have them
+    in a response layout, and none may be a benchmark item (checked here, not after Ray)."""
+    from harness.assets import MissingAssetError
+    from harness.warmstart.data import demonstrations
+    from harness.warmstart.sft import benchmark_items_problem
+
+    try:
+        demos = demonstrations(run.config)
+    except (ValueError, FileNotFoundError, MissingAssetError) as exc:
+        return [f"warm start: {exc}"]
+    problem = benchmark_items_problem(run.config, demos)
+    return [f"warm start: {problem}"] if problem else []
 
 
 def evaluation_problems(config: cfg.RunConfig) -> list[str]:
@@ -215,22 +251,58 @@ def evaluation_problems(config: cfg.RunConfig) -> list[str]:
     return out
 
 
-def run_problems(config: cfg.RunConfig) -> list[str]:
-    """Every problem of a run's settings, options, outputs and data, together."""
-    import methods
-    from harness import checks
-    from harness.data import get_task
+def stored_problems(run) -> list[str]:
+    """Stored seeds of the run that it would skip: each must have been made with the same
+    settings, and (as ``compare`` and the tables refuse) the seeds its summary pools must be
+    of one code version, unless the run remakes them (``--rerun-stale``, ``--force``) or pools
+    them on purpose (``--allow-mixed-code``)."""
+    from harness import provenance
+    from harness.results import check_stored, load_result, stored_seeds
 
-    get_task(config)  # unknown task names fail here, with the known ones listed
-    methods.get(config.method.method)  # unknown methods and bad compositions fail here
+    if run.force or run.train_problem:
+        return []
+    out, kept, todo = [], {}, False
+    for c in run.benchmarks:
+        stored = stored_seeds(c)
+        for s in run.seeds:
+            if s not in stored:
+                todo = True
+                continue
+            try:
+                check_stored(replace(c, seed=s), stored[s])
+                kept[stored[s]] = provenance.of_result(load_result(stored[s]))["fingerprint"]
+            except ValueError as exc:
+                out.append(str(exc))
+    if out or not kept:
+        return out
+    ours = provenance.current(plugins=run.config.plugins)["fingerprint"]
+    if run.rerun_stale:
+        kept = {p: f for p, f in kept.items() if f == ours}
+        todo = todo or len(kept) < len(run.seeds) * len(run.benchmarks)
+    versions = set(kept.values()) | ({ours} if todo else set())
+    if len(versions) > 1 and not run.allow_mixed_code:
+        other = [f"{p} ({f})" for p, f in kept.items() if f != ours]
+        out.append(f"the summary would pool seeds of {len(versions)} code versions (this tree: "
+                   f"{ours}; stored by other code: {', '.join(other) or 'none'}), which compare "
+                   "and the tables refuse; --rerun-stale remakes the stored ones, "
+                   "--allow-mixed-code pools them with a footnote, --force reruns every seed")
+    return out
+
+
+def problems(run) -> list[str]:
+    """Every problem of a resolved run's settings, options, outputs, model and data, together:
+    the verdict its dry run prints and the run acts on."""
+    from harness import checks
+
+    config = run.config
     out = checks.settings_problems(config)
     out += foreign_problems(config) + schedule_problems(config) + output_problems(config)
-    return out + data_problems(config) + evaluation_problems(config)
+    out += data_problems(run)
+    if run.purpose == "run":
+        out += evaluation_problems(config) + stored_problems(run)
+    return list(dict.fromkeys(out))
 
 
-def preflight(config: cfg.RunConfig) -> None:
+def check(run) -> None:
     """Raise ``PreflightError`` naming every problem of this run before any work starts."""
-    from harness.plugins import load_plugins
-
-    load_plugins(config.plugins)
-    raise_if(run_problems(config))
+    raise_if(problems(run))

@@ -16,6 +16,10 @@ class Preset:
     name: str
     help: str
     overrides: dict
+    # a paper setting: it trains on the family's published training set (read from --data-dir)
+    # and a model folder with config.json; an offline generator or an embedded model is refused
+    # instead of standing in for them (a result filed under a paper setting is the paper's)
+    published: bool = False
 
 
 PRESETS: Registry[Preset] = Registry("preset")
@@ -28,14 +32,14 @@ PRESETS.add("paper-tool", Preset(
     "paper Table 9, tool calling: Qwen2.5-1.5B/3B-Instruct (pass --model FOLDER), RLLA, "
     "512 prompts x G=4, 100 steps, temperature 1.0, lr 1e-6, max response 1024",
     {"prompts_per_step": 512, "group_size": 4, "steps": 100, "temperature": 1.0, "top_p": 1.0,
-     "top_k": 0, **_PAPER_COMMON},
+     "top_k": 0, **_PAPER_COMMON}, published=True,
 ))
 PRESETS.add("paper-sql", Preset(
     "paper-sql",
     "paper Table 9, text-to-SQL: Qwen2.5-Coder-3B/7B-Instruct (pass --model FOLDER), Spider "
     "train (--data-dir), 32 prompts x G=8, 100 steps, temperature 1.1, lr 1e-6, max response 1024",
     {"prompts_per_step": 32, "group_size": 8, "steps": 100, "temperature": 1.1, "top_p": 1.0,
-     "top_k": 0, **_PAPER_COMMON},
+     "top_k": 0, **_PAPER_COMMON}, published=True,
 ))
 PRESETS.add("paper-if", Preset(
     "paper-if",
@@ -43,7 +47,7 @@ PRESETS.add("paper-if", Preset(
     "--model FOLDER), HIR-16K (--data-dir), 64 prompts x G=8, 300 steps, temperature 1.0, "
     "top-p 0.99, top-k 100, lr 1e-6, max response 1024",
     {"prompts_per_step": 64, "group_size": 8, "steps": 300, "temperature": 1.0, "top_p": 0.99,
-     "top_k": 100, **_PAPER_COMMON},
+     "top_k": 100, **_PAPER_COMMON}, published=True,
 ))
 # One preset per paper model: its family's Table 9 settings on one node of 8 x 80 GB GPUs
 # (one Ray Train worker per GPU, ZeRO-3, vLLM colocated and asleep during updates), the model
@@ -71,7 +75,7 @@ for _name, _family, _model, _micro in _PAPER_MODELS:
         f"workers, ZeRO-3, vLLM rollouts, micro-batch {_micro}",
         {**PRESETS.get(_family).overrides, "model": _model, "engine": "vllm", "workers": 8,
          "gpus_per_worker": 1.0, "zero_stage": 3, "gradient_checkpointing": True,
-         "micro_batch_size": _micro},
+         "micro_batch_size": _micro}, published=True,
     ))
 
 

@@ -71,10 +71,10 @@ def slug(text: str) -> str:
 def run_dir(config: RunConfig) -> Path:
     """``<results>/<task>/<method>/<model>/<setting>``; the setting names the training set
     when it is not the task's offline default (e.g. ``smoke+rlla``)."""
-    from harness.data import choose_train_set, offline_train_set
+    from harness.data import intended_train_set, offline_train_set
 
     setting = setting_name(config)
-    chosen = choose_train_set(config).name
+    chosen = intended_train_set(config).name  # from the settings: no data is read
     if chosen != offline_train_set(config.task.task):
         setting += f"+{chosen}"
     return (Path(config.results_dir) / config.task.task / config.method.method
@@ -246,11 +246,6 @@ def validate_result(data: Any, path: Path) -> dict:
     if version >= 1 and data["config_hash"] != config_hash(data["config"]):
         raise bad("its config_hash does not match its config (edited by hand?)")
     return data
-
-
-def train_log_path(result: Path) -> Path:
-    """The per-step training log stored beside a result file."""
-    return Path(result).with_suffix(".train.jsonl")
 
 
 def read_train_log(path: Path) -> list[dict]:

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import torch
 
-import methods
 from harness import checks
 from harness import engine as eng
 from harness import orphan
 from harness.config import RunConfig, evaluations
 from harness.data import PromptSampler, get_task, load_eval, load_train
 from harness.models import load_model, load_tokenizer
-from harness.plugins import load_plugins
-from harness.rollouts import ENGINES, copy_weights
+from harness.run import Run, of_config
+from harness.rollouts import copy_weights
 from harness.train.advantages import local_advantages, reward_metrics, rollout_batch
 from harness.train.logprobs import sequence_logprobs
 from harness.train.passes import context, prepare_terms, run_passes
@@ -36,16 +35,19 @@ from tasks.base import Example, Task
 
 
 class Trainer:
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig | Run) -> None:
+        """``config``: the worker's resolved ``Run`` (``harness.run.from_stored``), or a config
+        (in-process tests), resolved here through the same function."""
         # where a worker's start-up goes: seconds since its process started at each mark (the
         # first step's log carries them as time/startup/<mark>)
         self.startup: dict[str, float] = {}
         self._mark("trainer_begin")
-        load_plugins(config.plugins)
+        resolved = config if isinstance(config, Run) else of_config(config, (config.seed,))
+        config = resolved.config
         self.config = config
         self.rank, self.world = eng.rank(), eng.world_size()
-        self.task: Task = get_task(config)
-        self.method = methods.get(config.method.method)
+        self.task: Task = resolved.task
+        self.method = resolved.method
         self.options = config.method.options()
         t = config.training
         # the same checks as before Ray started, now with the process group's actual size
@@ -65,7 +67,7 @@ class Trainer:
             return load_model(source, seed=config.seed, allow_download=config.model.allow_download,
                               dtype=config.model.dtype).to(device).eval()
 
-        entry = ENGINES.get(config.rollout.engine)
+        entry = resolved.engine
         context = engine_context(config, self.task, self.tokenizer, source) if entry.sized \
             else None
         self.rollout = entry.build(config, source, self.tokenizer, plain_copy, context)
@@ -300,14 +302,16 @@ def model_context(folder: str) -> int | None:
     return int(value) if value else None
 
 
-def train_worker(config: RunConfig, reporter_factory=None, checkpointer=None,
+def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=None,
                  run: SeedRun | None = None) -> Path | None:
     """Train and evaluate one seed on this rank; rank 0 stores and returns the result path.
+    ``config``: the worker's resolved ``Run`` (or a config: in-process tests);
     ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console);
     ``checkpointer``: see ``Trainer.train``; ``run``: the seed's paths (made from ``config``
     when not given: in-process tests)."""
     start = time.perf_counter()
     trainer = Trainer(config)
+    config = trainer.config
     run = run or SeedRun.of(config)
     # the log grows in a .partial file that store_result renames: a killed run never leaves a
     # new log beside an old result

@@ -34,21 +34,25 @@ def version() -> str:
     return f"{found} (commit {commit[:12]}{'-dirty' if dirty else ''})"
 
 
-def summary_table(config: cfg.RunConfig, runs: list) -> str:
-    """The seeds' headline metrics as mean ± std (``runs``: their ``SeedRun``s)."""
+def summary_table(config: cfg.RunConfig, runs: list, allow_mixed_code: bool = False) -> str:
+    """The seeds' headline metrics as mean ± std (``runs``: their ``SeedRun``s), pooled only
+    when one code version made them, as ``compare`` pools (``allow_mixed_code``: footnoted)."""
     from harness.results import load_result
+    from lab.reports.aggregate import check_same_code
     from lab.reports.tables import render
     from tasks import TASKS
 
     task = TASKS.get(config.task.task)
     results = [load_result(run.result) for run in runs]
+    footnote = check_same_code([run.result for run in runs], results, allow_mixed_code)
     columns = list(task.headline) or sorted(results[0]["metrics"])
     data = {c: [r["metrics"][c] for r in results if c in r["metrics"]] for c in columns}
     steps = [r["train"].get("time/step/mean") for r in results]
     data["s/step"] = [s for s in steps if s is not None]
     title = (f"{config.task.task} | model {config.model.model} | setting "
              f"{runs[0].folder.name} | mean ± sample std over seeds")
-    return render([(config.method.method, data)], [*columns, "s/step"], title)
+    table = render([(config.method.method, data)], [*columns, "s/step"], title)
+    return table + (f"\n{footnote}" if footnote else "")
 
 
 def training_rewards(runs: list) -> str:
@@ -83,6 +87,24 @@ def training_rewards(runs: list) -> str:
     return "\n".join(out)
 
 
+def signal_note(config: cfg.RunConfig, runs: list) -> str:
+    """A warning when the seeds' updates changed nothing at any step (every advantage 0 and no
+    loss of the method's own): such a run compares nothing. '' when some step trained."""
+    from harness.results import read_train_log
+    from harness.train.store import trained_nothing
+
+    rows = [row for run in runs if run.train_log.is_file()
+            for row in read_train_log(run.train_log)]
+    if not rows or not all(trained_nothing(r) for r in rows):
+        return ""
+    hint = ("the smoke-learn preset warm-starts the model so that it does"
+            if not config.warmstart.warm_start else
+            "more steps, a larger --group-size or a longer warm start (--warm-start-steps) give "
+            "the rewards a chance to vary")
+    return (f"no reward signal: nothing was trained (every reward was the same within each "
+            f"group at all {len(rows)} steps, so every advantage was 0); {hint}")
+
+
 def seed_count(text: str) -> int:
     """``--seeds 3`` -> 3 (seeds 0, 1, 2): at least one, or the run would do nothing."""
     try:
@@ -108,60 +130,73 @@ def seed_list(text: str) -> list[int]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.launch import absolute, pending_seeds, run_seeds, validate
-    from harness.seedrun import SeedRun
+    from harness import run as runs
+    from harness.launch import pending_seeds, run_seeds, stale_seeds, validate
 
     overrides = overrides_from(args)
     missing = [f"--{k}" for k in ("method", "task") if k not in overrides]
     if missing:
-        print(f"error: say what to run: {' and '.join(missing)} (`python -m harness run "
-              "--method NAME --task NAME`; `python -m harness list` shows the names, --dry-run "
-              "the resolved settings without running)", file=sys.stderr)
+        print(f"error: say what to run: {' and '.join(missing)} (`harness run --method NAME "
+              "--task NAME`; `harness list` shows the names, --dry-run the resolved settings "
+              "without running)", file=sys.stderr)
         return 2
-    config = absolute(cfg.resolve(args.preset, overrides))
     seeds = args.seed_list if args.seed_list is not None else list(range(args.seeds))
+    run = runs.resolve(args.preset, overrides, seeds, args.force,
+                       rerun_stale=args.rerun_stale, allow_mixed_code=args.allow_mixed_code)
     if args.dry_run:
         from lab.dryrun import dry_run
 
-        return dry_run(config, seeds, args.force)
-    validate(config)
-    runs = [SeedRun.of_seed(config, s) for s in seeds]  # each seed's files, resolved once
+        return dry_run(run)
+    validate(run)  # the verdict the dry run prints: nothing has started yet
+    config = run.config
+    print(f"training set: {run.train_source}; {config.training.steps} steps of "
+          f"{config.rollout.prompts_per_step} prompts x {config.rollout.group_size} responses")
+    seed_runs = run.seed_runs()  # each seed's files, resolved once
     todo = pending_seeds(config, seeds, args.force)
-    for run in runs:
-        if run.config.seed not in todo:
-            print(f"seed {run.config.seed}: stored at {run.result} (skipped; --force reruns "
-                  "it)")
+    stale = {} if args.force else stale_seeds(config, seeds)
+    again = [s for s in stale if args.rerun_stale and s not in todo]
+    for seed_run in seed_runs:
+        s = seed_run.config.seed
+        if s not in todo and s not in again:
+            other = (f"; made by other code (fingerprint {stale[s]}): --rerun-stale remakes it"
+                     if s in stale else "")
+            print(f"seed {s}: stored at {seed_run.result} (skipped; --force reruns it{other})")
     run_seeds(config, todo, force=args.force)
+    run_seeds(config, again, force=True)
     print()
-    rewards = training_rewards(runs)
+    rewards = training_rewards(seed_runs)
     if rewards:
         print(rewards)
         print()
-    evaluations = cfg.evaluations(config)
+    note = signal_note(config, seed_runs)
+    if note:
+        print(note + "\n")
+    evaluations = run.benchmarks
     for k, each in enumerate(evaluations):  # one table per benchmark (--also-evaluate)
         if len(evaluations) > 1:
             print(("\n" if k else "") + f"{each.task.task}:")
-        print(summary_table(each, [SeedRun.of_seed(each, s) for s in seeds]))
+        print(summary_table(each, run.seed_runs(each), args.allow_mixed_code))
     return 0
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
     """Train (or find in the cache) the supervised warm start of a run's settings."""
     import json
-    from dataclasses import replace
 
     from harness import assets
+    from harness import run as runs
     from harness.backend import start_ray, warm_start
     from harness.launch import validate
     from harness.warmstart import cache
 
-    config = cfg.resolve(args.preset, {**overrides_from(args), "warm_start": True})
-    config = replace(config, results_dir=str(Path(config.results_dir).resolve()))
+    run = runs.resolve(args.preset, {**overrides_from(args), "warm_start": True},
+                       purpose="sft")
     if args.dry_run:
         from lab.dryrun import dry_run
 
-        return dry_run(config, [], False, warm_start_only=True)
-    validate(config)
+        return dry_run(run)
+    validate(run)
+    config = run.config
     path = cache.warm_start_folder(config)
     if cache.is_complete(path) and args.force:
         import shutil
@@ -244,15 +279,25 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run exactly these seeds, e.g. 1,2 (to spread one cell's seeds over "
                             "cores or machines: each stores into the same run folder)")
     what.add_argument("--force", action="store_true", help="rerun seeds already stored")
+    what.add_argument("--rerun-stale", action="store_true",
+                      help="rerun the stored seeds made by other code than this tree's")
+    what.add_argument("--allow-mixed-code", action="store_true",
+                      help="pool stored seeds of other code with this tree's in the summary "
+                           "(footnoted with the commits), as compare --allow-mixed-code")
     what.add_argument("--dry-run", action="store_true",
                       help="print the resolved settings, the seeds and folders it would write, "
-                           "the checks' verdict and a time estimate; start nothing")
+                           "the checks' verdict (the one the run acts on) and a time estimate; "
+                           "start nothing, write nothing")
     sft = sub.add_parser("sft", help="the supervised warm start of a run's settings (cached; "
                                      "`run --warm-start` uses it)", formatter_class=formatter,
                          usage="python -m harness sft --task NAME [options]",
                          description="Values in [brackets] are the default preset's "
-                                     "(smoke-learn).")
-    groups = add_config_flags(sft, preset="smoke-learn")
+                                     "(smoke-learn). Listed: the settings the warm start "
+                                     "reads; a run's other flags are accepted too (so `sft` "
+                                     "takes the flags of the `run --warm-start` it prepares).")
+    from lab.flags import sft_lists
+
+    groups = add_config_flags(sft, preset="smoke-learn", listed=sft_lists)
     what = groups[WHAT]
     what.add_argument("--preset", default="smoke-learn",
                       help="starting preset (see `list`) [smoke-learn]")
@@ -310,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load_plugins_first(argv)
     except (ImportError, FileNotFoundError) as exc:
-        print(f"error: --plugin: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -333,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
                 "reproduce": lambda a: a.handler(a), "compare": lambda a: a.handler(a)}
     try:
         return handlers[args.command](args)
-    except (KeyError, ValueError, FileNotFoundError, MissingAssetError) as exc:
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, what the same command does next
+        from harness.launch import Interrupted
+
+        print("\n" + (str(exc) if isinstance(exc, Interrupted) else
+                      "interrupted: nothing of the current step was stored; the same command "
+                      "goes on from what is stored"), file=sys.stderr)
+        return 130
+    except (KeyError, ValueError, FileNotFoundError, ImportError, MissingAssetError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

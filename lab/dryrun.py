@@ -1,8 +1,10 @@
 """``run --dry-run`` / ``sft --dry-run``: what a command would do, without doing it.
 
-The resolved settings (the ones that differ from the preset first), the seeds with the files
-they would write and whether each is stored, the preflight's verdict (the same checks a run
-makes before Ray), and a time estimate from stored seeds. Nothing starts and nothing is written.
+The resolved run (``harness.run.Run``, the object the command would act on): its settings
+(the ones that differ from the preset first), the training set and where it is read from, the
+seeds with the files they would write and whether each is stored, the verdict of the one check
+(``harness.preflight.problems``: the run acts on the same), and a time estimate from stored
+seeds. Nothing starts and nothing is written.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from harness import config as cfg
 
 def settings_lines(config: cfg.RunConfig) -> list[str]:
     """Every resolved field by section; fields that differ from the preset are marked *."""
-    from harness.launch import absolute
+    from harness.run import absolute
 
     reference = absolute(cfg.resolve(config.preset, {}))
     out = []
@@ -31,35 +33,31 @@ def settings_lines(config: cfg.RunConfig) -> list[str]:
     return out
 
 
-def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
-            warm_start_only: bool = False, print=print) -> int:
-    """Print what the command would do; 0 when the preflight passes, else 2."""
-    from harness.plugins import load_plugins
-    from harness.preflight import run_problems
+def dry_run(run, print=print) -> int:
+    """Print what the command would do with this resolved ``run``; 0 when the check passes,
+    else 2 (as the command itself would exit)."""
+    from harness.preflight import problems as check
 
-    load_plugins(config.plugins)
-    problems = run_problems(config)
+    problems = check(run)
+    config, seeds, force = run.config, list(run.seeds), run.force
+    warm_start_only = run.purpose == "sft"
     m, t = config.method.method, config.task.task
-    print(f"{'sft' if warm_start_only else 'run'}: method {m}, task {t}, model "
+    print(f"{run.purpose}: method {m}, task {t}, model "
           f"{config.model.model}, preset {config.preset}")
-    if not problems or not any(p.startswith("training set:") for p in problems):
-        from harness.data import choose_train_set
-
-        try:
-            ts = choose_train_set(config)
-            print(f"training set: {ts.name} ({'--data-dir' if ts.needs_data_dir else 'offline'})"
-                  f"; {config.training.steps} steps of {config.rollout.prompts_per_step} "
-                  f"prompts x {config.rollout.group_size} responses")
-        except (KeyError, ValueError):
-            pass
+    print(f"training set: {run.train_source}; {config.training.steps} steps of "
+          f"{config.rollout.prompts_per_step} prompts x {config.rollout.group_size} responses")
     limit = config.task.eval_limit
     print(f"evaluation: {', '.join(cfg.benchmarks(config))}, "
           + (f"a {limit}-item subset (seed {config.task.eval_seed})" if limit else "every item")
           + (" of each, after one training" if len(cfg.benchmarks(config)) > 1 else ""))
-    if warm_start_only:
+    if warm_start_only and not problems:
         from harness.warmstart import cache
 
         print(f"warm start folder: {cache.warm_start_folder(config)}")
+    elif warm_start_only:
+        print("warm start folder: named by its data, which the check refuses (below)")
+    elif run.train_problem:
+        print("seeds: their folder names the training set, which cannot be read (below)")
     else:
         from harness.results import stored_seeds
         from harness.seedrun import SeedRun
@@ -72,10 +70,9 @@ def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
             except (ValueError, KeyError):
                 stored = {}
             for s in seeds:
-                run = SeedRun.of_seed(each, s)
                 state = "stored (skipped; --force reruns it)" if s in stored and not force \
                     else "to run"
-                print(f"  seed {s}: {run.result}  [{state}]")
+                print(f"  seed {s}: {SeedRun.of_seed(each, s).result}  [{state}]")
             todo_set |= {s for s in seeds if force or s not in stored}
         print(f"checkpoints while training: under {config.checkpoint_dir}")
         todo = [s for s in seeds if s in todo_set]
@@ -97,5 +94,6 @@ def dry_run(config: cfg.RunConfig, seeds: list[int], force: bool,
         for p in problems:
             print(f"  - {p}")
         return 2
-    print("checks: passed (settings, options, output folders, training set and benchmark)")
+    print("checks: passed (settings, options, output folders, model, training set, benchmark "
+          "and stored seeds)")
     return 0

@@ -4,9 +4,9 @@ as aliases where they mean the same, and the parsed flags back as config overrid
 from __future__ import annotations
 
 import argparse
-import difflib
 from pathlib import Path
 
+from common.registry import close_names
 from harness import config as cfg
 
 _TYPES = {"int": int, "float": float, "str": str, "Optional[str]": str, "Optional[float]": float}
@@ -35,34 +35,116 @@ GROUPS = (
                                           "keep_checkpoints", "max_failures")),
 )
 
-# TRL's GRPOConfig names for the same quantities (docs/runs.md has the table)
-TRL_ALIASES = {
-    "group_size": ("--num-generations",),
-    "lr": ("--learning-rate",),
-    "kl_coef": ("--beta",),
-    "max_response_tokens": ("--max-completion-length",),
-    "max_prompt_tokens": ("--max-prompt-length",),
-    "steps": ("--max-steps",),
-    "ppo_epochs": ("--num-iterations",),
-    "clip_eps_low": ("--epsilon",),
-    "clip_eps_high": ("--epsilon-high",),
-    "grad_clip": ("--max-grad-norm",),
-}
-# TRL names whose meaning differs here: the hint an unknown flag gets
-TRL_HINTS = {
-    "--per-device-train-batch-size": "TRL counts completions per device; here "
-                                     "--prompts-per-step counts prompts per step (each with "
-                                     "--group-size responses) and --micro-batch-size the "
-                                     "responses per forward",
-    "--gradient-accumulation-steps": "accumulation follows from --prompts-per-step, "
-                                     "--group-size, --workers and --micro-batch-size",
-    "--num-train-epochs": "training length is --steps (each draws --prompts-per-step prompts)",
-    "--seed": "--seeds N runs seeds 0..N-1, --seed-list K,K runs those",
-    "--output-dir": "results go under --results-dir (checkpoints under --checkpoint-dir)",
-    "--loss-type": "--loss-agg (token-mean | seq-mean-token-mean | seq-mean-token-sum | "
-                   "seq-mean-token-sum-norm)",
-    "--model-name-or-path": "--model (an embedded name or a local folder)",
-    "--bf16": "--dtype bfloat16",
+# TRL's GRPOConfig names for the same quantities, as flags (``harness.config.TRL_NAMES``, which
+# API keywords read too; docs/runs.md has the table)
+TRL_ALIASES = {field: ("--" + name.replace("_", "-"),) for name, field in cfg.TRL_NAMES.items()}
+# Other tools' flag names (TRL's GRPOConfig and transformers' TrainingArguments, lm-eval-harness,
+# accelerate / torchrun) that are no flag here: name -> (what to pass here, or "" where nothing
+# corresponds; a one-line explanation). An unknown flag is looked up with any case and with _ or
+# - (HfArgumentParser and lm-eval spell them --save_steps); tests/test_flag_hints.py checks every
+# flag named here exists on `run`.
+FOREIGN_FLAGS: dict[str, tuple[str, str]] = {
+    # TRL GRPOConfig / TrainingArguments
+    "--per-device-train-batch-size": ("--prompts-per-step", "TRL counts completions per device; "
+                                      "here --prompts-per-step counts prompts per step (each "
+                                      "with --group-size responses) and --micro-batch-size the "
+                                      "responses per forward"),
+    "--gradient-accumulation-steps": ("", "accumulation follows from --prompts-per-step, "
+                                      "--group-size, --workers and --micro-batch-size"),
+    "--generation-batch-size": ("--prompts-per-step", "each step samples --prompts-per-step x "
+                                "--group-size responses and updates on them"),
+    "--steps-per-generation": ("--ppo-mini-batches", "optimizer steps per pass over one "
+                               "step's rollouts"),
+    "--num-train-epochs": ("--steps", "training length is in steps (each draws "
+                           "--prompts-per-step prompts)"),
+    "--seed": ("--seed-list K", "runs exactly seed K; --seeds N runs seeds 0..N-1"),
+    "--data-seed": ("--seed-list K", "a seed also fixes the prompt sampling"),
+    "--output-dir": ("--results-dir", "checkpoints go under --checkpoint-dir"),
+    "--logging-dir": ("--results-dir", "the per-step log and the trackers' files go in the run's "
+                      "folder under it"),
+    "--run-name": ("", "a run's folder is <task>/<method>/<model>/<setting> under --results-dir"),
+    "--loss-type": ("--loss-agg", "token-mean | seq-mean-token-mean | seq-mean-token-sum | "
+                    "seq-mean-token-sum-norm; TRL's dapo is token-mean"),
+    "--model-name-or-path": ("--model", "an embedded name or a local folder"),
+    "--model-init-kwargs": ("--dtype", "the model loads with --dtype; --allow-download for a hub "
+                            "id"),
+    "--torch-dtype": ("--dtype", "float32 | bfloat16 | float16"),
+    "--bf16": ("--dtype bfloat16", ""),
+    "--fp16": ("--dtype float16", ""),
+    "--use-cpu": ("--no-use-gpu", "CPU is the default; --use-gpu puts each worker on a GPU"),
+    "--no-cuda": ("--no-use-gpu", "CPU is the default; --use-gpu puts each worker on a GPU"),
+    "--save-steps": ("--save-every", "a checkpoint every N steps; 0 = off"),
+    "--save-strategy": ("--save-every", "checkpoints are saved every N steps; 0 = off"),
+    "--save-total-limit": ("--keep-checkpoints", "checkpoints kept per seed"),
+    "--resume-from-checkpoint": ("--save-every", "rerunning the same command resumes from its "
+                                 "latest checkpoint"),
+    "--eval-steps": ("--eval-every", "also evaluate every N steps; 0 = only after training"),
+    "--eval-strategy": ("--eval-every", "every run evaluates after training; --eval-every N "
+                        "also every N steps"),
+    "--evaluation-strategy": ("--eval-every", "every run evaluates after training; --eval-every "
+                              "N also every N steps"),
+    "--do-eval": ("--eval-every", "every run evaluates after training; --eval-every N also "
+                  "every N steps"),
+    "--per-device-eval-batch-size": ("--eval-batch-size", "prompts per generate call during "
+                                     "evaluation"),
+    "--logging-steps": ("", "every step is logged (seed<k>.train.jsonl beside the result) and "
+                        "sent to --report-to's trackers"),
+    "--log-completions": ("", "every evaluated response is stored (seed<k>.predictions.jsonl); "
+                          "`python -m harness explain` shows a sampled one's credit"),
+    "--warmup-steps": ("", "the learning rate is constant (--lr), no warm-up; --warm-start is a "
+                       "supervised fine-tune before RL, --warm-start-steps its length"),
+    "--warmup-ratio": ("", "the learning rate is constant (--lr), no warm-up; --warm-start is a "
+                       "supervised fine-tune before RL"),
+    "--lr-scheduler-type": ("", "the learning rate is constant (--lr)"),
+    "--optim": ("", "torch's AdamW (betas 0.9, 0.999, eps 1e-8) with --lr and --weight-decay"),
+    "--adam-beta1": ("", "torch's AdamW defaults (betas 0.9, 0.999, eps 1e-8)"),
+    "--adam-beta2": ("", "torch's AdamW defaults (betas 0.9, 0.999, eps 1e-8)"),
+    "--adam-epsilon": ("", "torch's AdamW defaults (betas 0.9, 0.999, eps 1e-8)"),
+    "--deepspeed": ("--zero-stage", "the DeepSpeed config is built from --zero-stage, "
+                    "--micro-batch-size, --lr, --weight-decay and --grad-clip"),
+    "--use-vllm": ("--engine vllm", "vLLM colocated in each worker's process"),
+    "--vllm-mode": ("--engine vllm", "colocated in each worker's process; no server mode"),
+    "--vllm-gpu-memory-utilization": ("--vllm-gpu-memory", "its share of the GPU's memory"),
+    "--scale-rewards": ("", "how rewards are normalised is the method's (--method grpo: "
+                        "within the group, by its std; `python -m harness list`); --whiten sets "
+                        "the batch whitening after it, --conventions trl TRL's eps"),
+    "--reward-weights": ("--method", "a task declares its rewards; a method weighs them "
+                         "(`python -m harness list`)"),
+    "--reward-funcs": ("--task", "a task declares its rewards"),
+    "--sync-ref-model": ("", "the KL reference (--kl-coef) is the fixed initial policy"),
+    "--repetition-penalty": ("", "rollouts sample with --temperature, --top-p and --top-k only"),
+    "--min-p": ("", "rollouts sample with --temperature, --top-p and --top-k only"),
+    "--max-new-tokens": ("--max-response-tokens", "--eval-max-response-tokens in evaluation"),
+    "--use-peft": ("", "no LoRA/PEFT: every parameter trains (the warm start: the top "
+                   "--warm-start-layers)"),
+    "--lora-r": ("", "no LoRA/PEFT: every parameter trains (the warm start: the top "
+                 "--warm-start-layers)"),
+    "--dataset-name": ("--train-data", "a training set by name (`python -m harness list`); "
+                       "--task is the benchmark"),
+    "--push-to-hub": ("", "nothing is uploaded; results stay under --results-dir"),
+    # accelerate / torchrun
+    "--num-processes": ("--workers", "data-parallel Ray Train workers"),
+    "--nproc-per-node": ("--workers", "data-parallel Ray Train workers"),
+    # lm-eval-harness
+    "--tasks": ("--task", "one benchmark or group; --also-evaluate adds more"),
+    "--num-fewshot": ("", "no few-shot examples: each task's prompts are its own, zero-shot"),
+    "--batch-size": ("--eval-batch-size", "prompts per generate call during evaluation; "
+                     "training: --prompts-per-step"),
+    "--max-batch-size": ("--eval-batch-size", "prompts per generate call during evaluation"),
+    "--limit": ("--eval-limit", "a seeded, category-stratified subset of N items; 0 = all"),
+    "--model-args": ("--model", "a name or local folder; --dtype and --allow-download set the "
+                     "rest"),
+    "--output-path": ("--results-dir", ""),
+    "--log-samples": ("", "every evaluated response is stored with its verdict "
+                      "(seed<k>.predictions.jsonl beside the result)"),
+    "--device": ("--use-gpu", "one GPU per worker; CPU without it"),
+    "--gen-kwargs": ("--eval-max-response-tokens", "evaluation is greedy; training samples with "
+                     "--temperature, --top-p, --top-k and --max-response-tokens"),
+    "--apply-chat-template": ("", "prompts are always in the model's chat template (the task "
+                              "family's layout)"),
+    "--system-instruction": ("", "the task family writes the system message"),
+    "--include-path": ("--plugin", "register your own tasks (or methods) from a file or module"),
+    "--wandb-args": ("--report-to wandb", ""),
 }
 
 
@@ -87,10 +169,15 @@ def group_of(name: str, section: str | None) -> str:
 
 
 def _default_text(value) -> str:
+    """A default as --help shows it: ``unset`` for no value (None, empty), which no option has
+    as a value (``--whiten none`` is a value); a string with spaces at its ends or control
+    characters quoted (``'\\n\\n'``)."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if value in (None, "", ()):
-        return "none"
+        return "unset"
+    if isinstance(value, str) and (not value.isprintable() or value != value.strip()):
+        return repr(value)
     return str(value)
 
 
@@ -103,13 +190,31 @@ def _order(item: tuple[int, tuple[str, tuple]]) -> tuple[int, int, int]:
     return index, members.index(name) if name in members else len(members), position
 
 
+def sft_lists(name: str, section: str | None) -> bool:
+    """Whether ``sft --help`` lists a field: what the warm start reads (its task and data, the
+    model, its own settings, the probe's sampling, scale and placement, the cache's and the
+    plugins' paths). ``sft`` accepts a run's other flags too, unlisted, so that it takes the
+    same flags as the ``run --warm-start`` it prepares."""
+    if name in ("warm_start", "also_evaluate", "eval_limit", "eval_seed"):
+        return False  # sft always warm-starts; it evaluates nothing
+    return section in ("task", "model", "warmstart") or name in (
+        "plugins", "results_dir", "group_size", "temperature", "top_p", "top_k",
+        "max_prompt_tokens", "max_response_tokens", "workers", "use_gpu", "gpus_per_worker",
+        "cpus_per_worker", "placement_strategy", "ray_address", "zero_stage",
+        "micro_batch_size", "gradient_checkpointing")
+
+
 def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = (),
-                     preset: str | None = None, required: tuple[str, ...] = ()
-                     ) -> dict[str, argparse._ArgumentGroup]:
+                     preset: str | None = None, required: tuple[str, ...] = (),
+                     listed=None) -> dict[str, argparse._ArgumentGroup]:
     """One flag per config field (``only``: just the fields with these name prefixes), in
     --help's groups; ``preset``: the preset whose values the help shows as defaults;
-    ``required``: fields the command needs given (checked by the command). Returns the groups
-    by title (the command adds its own flags to them)."""
+    ``required``: fields the command needs given (checked by the command); ``listed(name,
+    section)``: false for a field whose flag is accepted but left out of --help (``sft_lists``).
+    Abbreviated flags are refused on ``parser`` (``--seed`` would otherwise be ambiguous
+    between --seeds and --seed-list, and ``--max-step`` silently --max-steps). Returns the
+    groups by title (the command adds its own flags to them)."""
+    parser.allow_abbrev = False
     shown = cfg.resolve(preset, {}) if preset else None
     groups: dict[str, argparse._ArgumentGroup] = {}
     if not only:
@@ -122,14 +227,16 @@ def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()
         target = groups.get(group_of(name, section), parser)
         flag = "--" + name.replace("_", "-")
         help_text = f.metadata.get("help", "")
-        if name in required:
+        if listed is not None and not listed(name, section):
+            help_text = argparse.SUPPRESS
+        elif name in required:
             help_text += " [required]"
         elif shown is not None:
             value = getattr(getattr(shown, section), name) if section else getattr(shown, name)
             help_text += f" [{_default_text(value)}]"
         former = tuple("--" + a.replace("_", "-") for a in f.metadata.get("aliases", ()))
         names = (flag, *TRL_ALIASES.get(name, ()), *former)
-        if former:
+        if former and help_text != argparse.SUPPRESS:
             help_text += f" (formerly {', '.join(former)}: still read, for one release)"
         kind = type_name(f.type)
         if kind == "tuple[str, ...]":
@@ -149,15 +256,27 @@ def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()
     return groups
 
 
+def foreign_hint(name: str) -> str:
+    """The hint for another tool's flag (``FOREIGN_FLAGS``), in any case and with _ or -;
+    empty when it is none of them."""
+    target, why = FOREIGN_FLAGS.get(name.lower().replace("_", "-"), ("", ""))
+    if target:
+        return f"{name}: use {target}" + (f" ({why})" if why else "")
+    return f"{name}: {why}" if why else ""
+
+
 def unknown_flag_hint(flag: str, parser: argparse.ArgumentParser) -> str:
-    """What an unknown flag probably meant: TRL's name for something else here, or the
-    closest known flag."""
+    """What an unknown flag probably meant: another tool's name (``FOREIGN_FLAGS``), else the
+    known flag it spells in another case or with _, else the flags it begins, else the closest
+    ones."""
     name = flag.split("=", 1)[0]
-    if name in TRL_HINTS:
-        return f"{name}: {TRL_HINTS[name]}"
-    known = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
-    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
-    return f"{name}: unknown" + (f"; did you mean {' or '.join(close)}?" if close else "")
+    hint = foreign_hint(name)
+    if hint:
+        return hint
+    known = {s[2:]: s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    close = close_names(name.lstrip("-").replace("_", "-"), known, n=2, cutoff=0.6, family=4)
+    return f"{name}: unknown" + (f"; did you mean {' or '.join(known[c] for c in close)}?"
+                                 if close else "")
 
 
 def overrides_from(args: argparse.Namespace) -> dict:

@@ -139,7 +139,9 @@ class Task:
     # (``score``'s items, as ``seed<k>.predictions.jsonl`` stores them): each metric it names
     # is 100 * sum(w * v) / sum(w) over the items (:func:`recompose`), so that a comparison's
     # interval can resample the items as well as the seeds; the weights depend on which items
-    # were evaluated, not on the responses
+    # were evaluated, not on the responses. ``score`` counts an item without a prediction as
+    # wrong through it (the worst value at its record's weight); without it, ``score`` refuses
+    # a benchmark score with items missing rather than judge an empty response
     item_scores: Optional[Callable[[Sequence[Mapping]], dict]] = None
 
     def higher_is_better(self, metric: str) -> bool:

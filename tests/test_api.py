@@ -11,8 +11,13 @@ def test_config_resolves_fields_like_the_cli_flags(tmp_path):
     assert (c.method.method, c.task.task, c.rollout.group_size, c.preset) == \
         ("mrtpo", "bfcl", 8, "smoke")
     assert c.results_dir == str(tmp_path.resolve())
-    with pytest.raises(ValueError, match="unknown config field 'group_sizee'"):
+    with pytest.raises(ValueError, match="unknown setting 'group_sizee'; did you mean "
+                                         "'group_size'"):
         api.config(method="gdpo", task="bfcl", group_sizee=8)
+    # TRL's names are the same fields
+    trl = api.config(method="gdpo", task="bfcl", num_generations=8, learning_rate=2e-6,
+                     results_dir=str(tmp_path))
+    assert (trl.rollout.group_size, trl.training.lr) == (8, 2e-6)
 
 
 @pytest.mark.model

@@ -129,3 +129,21 @@ def test_vs_trl_side_refuses_a_distributed_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "1")
     with pytest.raises(RuntimeError, match="plain process.*WORLD_SIZE"):
         side_main(["--side", "trl", "--job", str(job), "--out", str(tmp_path / "o.json")])
+
+
+def test_reports_go_under_runs_bench_unless_output_dir_says_otherwise(tmp_path, monkeypatch):
+    # results/bench/ holds the committed reports: only --output-dir results/bench refreshes them
+    from lab.bench import report
+
+    monkeypatch.chdir(tmp_path)
+    js, md = report.write("r", {"bench": "x"}, "# r\n")
+    folder = (tmp_path / "runs" / "bench").resolve()
+    assert (js.resolve(), md.resolve()) == (folder / "r.json", folder / "r.md")
+    assert not (tmp_path / "results").exists()
+    js, _ = report.write("r", {}, "", tmp_path / "results" / "bench")
+    assert js == tmp_path / "results" / "bench" / "r.json"
+    which = cli.build_parser()._subparsers._group_actions[0].choices["bench"]
+    for name, p in which._subparsers._group_actions[0].choices.items():
+        for a in p._actions:
+            if "--output-dir" in a.option_strings:
+                assert a.default is None and "runs/bench" in a.help, name

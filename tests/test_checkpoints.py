@@ -132,11 +132,13 @@ def _cmdline(pid: int) -> str:
 def test_a_killed_worker_is_restarted_from_the_last_checkpoint(tmp_path):
     import threading
 
+    from harness import run as runs
     from harness.backend import start_ray, train_seed
 
-    config = resolve("smoke", {**TINY, "workers": 2, "zero_stage": 3, "max_failures": 1,
-                               "results_dir": str(tmp_path / "results"),
-                               "checkpoint_dir": str(tmp_path / "ck")})
+    # resolved as every entry point resolves a run (its plugin loaded first)
+    config = runs.resolve("smoke", {**TINY, "workers": 2, "zero_stage": 3, "max_failures": 1,
+                                    "results_dir": str(tmp_path / "results"),
+                                    "checkpoint_dir": str(tmp_path / "ck")}).config
     start_ray(num_cpus=2)
     killed: list[int] = []
 

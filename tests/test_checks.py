@@ -4,6 +4,7 @@ import pytest
 from harness import checks
 from harness import config as cfg
 from harness.launch import validate
+from harness.run import of_config
 from tasks.base import Example
 
 
@@ -48,9 +49,12 @@ def test_opsd_alone_needs_no_group():
 
 
 def test_every_problem_is_listed_at_once():
+    from harness import preflight
+    from harness.run import of_config
+
     with pytest.raises(ValueError) as err:
-        checks.check(cfg.resolve("smoke", {"group_size": 1, "mrtpo_beta": 3.0,
-                                           "method": "mrtpo"}))
+        preflight.check(of_config(cfg.resolve("smoke", {"group_size": 1, "mrtpo_beta": 3.0,
+                                                         "method": "mrtpo"})))
     text = str(err.value)
     assert "group of 1" in text and "mrtpo_beta is 3.0" in text
 
@@ -68,18 +72,18 @@ def test_gpu_settings_on_a_machine_without_cuda():
 def test_replay_needs_verifier_information_on_the_examples():
     config = cfg.resolve("smoke", {"method": "mrtpo"})
     bare = [Example(id="x-0", messages=({"role": "user", "content": "hi"},), reference="")]
-    found = checks.data_problems(config, bare)
+    found = checks.verifier_info_problems(config, bare)
     assert found and "carry none" in found[0] and "'x-0'" in found[0]
-    assert checks.data_problems(cfg.resolve("smoke", {"method": "gdpo"}), bare) == []
+    assert checks.verifier_info_problems(cfg.resolve("smoke", {"method": "gdpo"}), bare) == []
     # VERPO's evidence is the group's own responses: it needs no verifier information
-    assert checks.data_problems(cfg.resolve("smoke", {"method": "verpo"}), bare) == []
-    opsd = checks.data_problems(cfg.resolve("smoke", {"method": "opsd+grpo"}), bare)
+    assert checks.verifier_info_problems(cfg.resolve("smoke", {"method": "verpo"}), bare) == []
+    opsd = checks.verifier_info_problems(cfg.resolve("smoke", {"method": "opsd+grpo"}), bare)
     assert opsd and "(opsd)" in opsd[0]
     # P2T reads it without a reward model, and not with one
-    p2t = checks.data_problems(cfg.resolve("smoke", {"method": "p2t"}), bare)
+    p2t = checks.verifier_info_problems(cfg.resolve("smoke", {"method": "p2t"}), bare)
     assert p2t and "(attribution)" in p2t[0]
     with_rm = cfg.resolve("smoke", {"method": "p2t", "p2t_reward_model": "prm"})
-    assert checks.data_problems(with_rm, bare) == []
+    assert checks.verifier_info_problems(with_rm, bare) == []
 
 
 @pytest.mark.model
@@ -88,7 +92,7 @@ def test_validate_fails_before_anything_starts(monkeypatch):
 
     monkeypatch.setattr(backend, "start_ray", lambda *a, **k: pytest.fail("Ray started"))
     with pytest.raises(ValueError, match="group of 1"):
-        validate(cfg.resolve("smoke", {"group_size": 1}))
+        validate(of_config(cfg.resolve("smoke", {"group_size": 1})))
 
 
 @pytest.mark.model

@@ -68,25 +68,36 @@ def test_published_training_set_needs_its_folder(tmp_path, capsys):
     assert "train.parquet" in str(err.value)
 
 
-def test_default_training_set_is_the_offline_generator(tmp_path):
+def test_the_training_set_asked_for_is_read_or_refused_never_swapped(tmp_path):
     from harness.data import choose_train_set
 
     assert choose_train_set(resolve("smoke", {})).name == "tools-synth"
-    # a data folder without RLLA (e.g. one holding Spider only) keeps the offline set ...
-    assert choose_train_set(resolve("smoke", {"data_dir": str(tmp_path)})).name == "tools-synth"
-    # ... and one that holds RLLA's train file picks the published set
+    # a data folder without RLLA (e.g. one holding Spider only) is refused, naming the set, its
+    # layout and the way to ask for the offline generator ...
+    with pytest.raises(ValueError, match="rlla.*does not hold it.*--train-data tools-synth"):
+        choose_train_set(resolve("smoke", {"data_dir": str(tmp_path)}))
+    assert choose_train_set(resolve("smoke", {"data_dir": str(tmp_path),
+                                              "train_data": "tools-synth"})).name == "tools-synth"
+    with pytest.raises(ValueError, match="does not exist"):
+        choose_train_set(resolve("smoke", {"data_dir": str(tmp_path / "nowhere")}))
+    # ... and one that holds RLLA's train file reads the published set
     (tmp_path / "train.parquet").write_bytes(b"")
     assert choose_train_set(resolve("smoke", {"data_dir": str(tmp_path)})).name == "rlla"
     for task, published, path in (("spider-dev", "spider", "spider/train_spider.json"),
                                   ("ifeval", "hir", "HIR_trainv1.jsonl")):
         here = tmp_path / task
         here.mkdir()
-        assert choose_train_set(resolve("smoke", {"task": task, "data_dir": str(here)})).name \
-            != published
+        with pytest.raises(ValueError, match=f"{published}.*does not hold it"):
+            choose_train_set(resolve("smoke", {"task": task, "data_dir": str(here)}))
         (here / path).parent.mkdir(parents=True, exist_ok=True)
         (here / path).write_text("[]")
         assert choose_train_set(resolve("smoke", {"task": task, "data_dir": str(here)})).name \
             == published
+    # a paper preset reads its published set only: no folder, or a generator asked for, is refused
+    with pytest.raises(ValueError, match="preset 'paper-tool' trains on it"):
+        choose_train_set(resolve("paper-tool", {}))
+    with pytest.raises(ValueError, match="published data only"):
+        choose_train_set(resolve("paper-tool", {"train_data": "tools-synth"}))
 
 
 def test_seed_list_runs_exactly_the_seeds_given(capsys):

@@ -159,12 +159,14 @@ def test_score_counts_missing_predictions_as_wrong_unless_partial(tmp_path, caps
     assert cli.main(["score", "--task", "bfcl-simple-python", "--predictions", str(preds),
                      "--output", str(out)]) == 0
     captured = capsys.readouterr()
-    assert f"{len(items) - 2} have no prediction and count as wrong" in captured.err
+    assert f"{len(items) - 2} of {len(items)} items have no prediction and count as wrong" \
+        in captured.err
     full = json.loads(out.read_text())
     # 2 right of all items, not 2 of 2
     expected = task.score(items, [ex.metadata["gold_output"] for ex in items[:2]]
                           + [""] * (len(items) - 2))["metrics"]
-    assert full["metrics"] == expected and len(full["missing"]) == len(items) - 2
+    # (recomposed from the items' scores: equal to float rounding)
+    assert full["metrics"] == pytest.approx(expected) and len(full["missing"]) == len(items) - 2
     assert cli.main(["score", "--task", "bfcl-simple-python", "--predictions", str(preds),
                      "--output", str(out), "--partial"]) == 0
     assert "PARTIAL, 2 of" in capsys.readouterr().out
@@ -226,10 +228,15 @@ def test_result_files_are_readable_by_others(tmp_path):
     assert stat.S_IMODE((tmp_path / "seed0.json").stat().st_mode) == _readable()
 
 
-def test_a_data_dir_without_rlla_keeps_a_bfcl_run_on_its_offline_set(tmp_path, no_ray, capsys):
+def test_a_data_dir_without_rlla_is_refused_not_swapped_for_the_generator(tmp_path, no_ray,
+                                                                           capsys):
     data = tmp_path / "data"
     (data / "spider").mkdir(parents=True)  # a folder holding other data sets, not RLLA
-    assert cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--data-dir", str(data),
-                     "--results-dir", str(tmp_path / "runs"), "--dry-run"]) == 0
+    args = ["run", "--method", "gdpo", "--task", "bfcl", "--data-dir", str(data),
+            "--results-dir", str(tmp_path / "runs"), "--dry-run"]
+    assert cli.main(args) == 2
     out = capsys.readouterr().out
-    assert "training set: tools-synth (offline)" in out and "checks: passed" in out
+    assert "rlla" in out and "does not hold it" in out and "checks: passed" not in out
+    assert cli.main([*args, "--train-data", "tools-synth"]) == 0  # asked for: used
+    out = capsys.readouterr().out
+    assert "training set: tools-synth (offline generator)" in out and "checks: passed" in out

@@ -522,3 +522,16 @@ def test_reproduce_all_runs_the_figures_that_evaluate_during_training_first():
     # settings is the same run, so theirs must be the ones stored
     assert names[:2] == ["figure4", "figure5"]
     assert names[2:5] == ["table1", "table2", "table3"] and names[-1] == "figure8"
+
+
+def test_a_dry_run_writes_nothing(tmp_path, capsys):
+    # Tables 8 and 9 need no runs: a dry run said so by rendering them over the committed ones
+    out = tmp_path / "out"
+    assert cli.main(["reproduce", "all", "--dry-run", "--results-dir", str(tmp_path / "r"),
+                     "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "table8: needs no runs; would write" in printed and "table9: needs no" in printed
+    assert not out.exists() and not (tmp_path / "r").exists()
+    assert cli.main(["reproduce", "table9", "--results-dir", str(tmp_path / "r"),
+                     "--output-dir", str(out)]) == 0
+    assert (out / "tables" / "table9.md").is_file()

@@ -213,12 +213,13 @@ def test_a_plugin_token_level_method_trains_without_harness_edits(tmp_path, proc
     """A method from a file passed with --plugin brings its own extra pass, token allocation,
     loss term and option; the loop runs them by name and trains two steps."""
     from harness import launch
+    from harness.run import of_config
     from harness.trainer import Trainer
 
     plugin = str(Path(__file__).parent / "plugins" / "toy_method.py")
     config = resolve("smoke", {**TINY, "task": "toy", "plugins": (TOY, plugin),
                                "method": "toy-credit", "results_dir": str(tmp_path)})
-    launch.validate(config)  # the plugin's method is found, its options check themselves
+    launch.validate(of_config(config))  # the plugin's method is found, its options check themselves
     trainer = Trainer(config)
     before = {n: p.detach().clone() for n, p in trainer.rollout.plain_model.named_parameters()}
     history = trainer.train(None)

@@ -80,7 +80,7 @@ def test_each_paper_model_preset_matches_table9(name):
 
 
 def test_a_model_name_is_read_from_the_model_dir(tmp_path):
-    from harness.launch import absolute
+    from harness.run import absolute
 
     (tmp_path / "Qwen2.5-3B-Instruct").mkdir()
     (tmp_path / "Qwen2.5-3B-Instruct" / "config.json").write_text("{}")

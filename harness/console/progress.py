@@ -76,6 +76,10 @@ def step_text(metrics: dict, done: int, total: int) -> str:
         parts.append(", ".join(rewards))
     if "groups_with_signal" in metrics:
         parts.append(f"signal {metrics['groups_with_signal']:.2f}")
+    from harness.train.store import trained_nothing
+
+    if trained_nothing(metrics):
+        parts.append("no reward signal: nothing trained")
     parts.append(f"{metrics.get('time/step', 0.0):.1f} s/step")
     return " | ".join(parts)
 

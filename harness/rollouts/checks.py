@@ -79,7 +79,8 @@ def lean_problems(config, here: bool = True, cuda: bool | None = None) -> list[s
         # the folder's config.json as it is (``unsupported`` reads it with the defaults HF
         # would fill): importing transformers' config classes costs the driver ~3 s; the
         # worker checks the loaded model's config again
-        found = Path(resolve(name)) / "config.json"
+        folder = Path(name).expanduser()  # a folder without one: checks.model_problems says
+        found = (folder if folder.is_dir() else Path(resolve(name))) / "config.json"
         why = unsupported(SimpleNamespace(**json.loads(found.read_text()))) if found.is_file() \
             else []
         if why:

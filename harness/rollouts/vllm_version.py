@@ -105,11 +105,6 @@ def installed() -> tuple[Build, str] | None:
     return None
 
 
-def installed_version() -> str | None:
-    found = installed()
-    return found[1] if found else None
-
-
 def installed_problem() -> str:
     """``version_problem`` of whatever vLLM is installed here."""
     found = installed()

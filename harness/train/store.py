@@ -12,12 +12,23 @@ from harness.results import atomic_write_json, atomic_write_jsonl, atomic_write_
 from tasks.base import Example
 
 
+def trained_nothing(row: dict) -> bool:
+    """A step's log row whose update changed nothing: no response was forwarded for the update
+    (every advantage 0 and no loss term of the method's own), or a zero loss and gradient."""
+    if "update_rows" in row:
+        return row["update_rows"] == 0
+    return row.get("loss") == 0 and row.get("grad_norm") == 0
+
+
 def summarise_training(history: list[dict]) -> dict:
+    """Means and last values of the step metrics, and ``steps_without_signal``: the steps that
+    trained nothing (:func:`trained_nothing`), so a run that trained nothing says so."""
     if not history:
         return {"steps": 0}
     keys = [k for k in history[0] if k != "step"]
     last = history[-1]
-    out = {"steps": len(history)}
+    out = {"steps": len(history),
+           "steps_without_signal": sum(trained_nothing(h) for h in history)}
     for k in keys:
         vals = [h[k] for h in history if k in h and not math.isnan(h[k])]
         if vals:

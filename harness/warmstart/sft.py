@@ -27,16 +27,14 @@ from harness.loss import token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.rollouts import HFRollout, with_response
 from harness.warmstart import cache
-from harness.warmstart.data import (batch, benchmark_overlap, content_hash, demonstrations,
-                                    encode)
+from harness.warmstart.data import (batch, benchmark_items_problem, content_hash,
+                                    demonstrations, encode)
 
 
 def check_no_benchmark_items(config: RunConfig, demos) -> None:
-    overlap = benchmark_overlap(demos, load_eval(get_task(config), replace(
-        config, task=replace(config.task, eval_limit=0))))
-    if overlap:
-        raise ValueError(f"{len(overlap)} warm-start demonstrations are benchmark items of "
-                         f"{config.task.task!r} (e.g. {overlap[:3]}); refusing to train on them")
+    problem = benchmark_items_problem(config, demos)
+    if problem:
+        raise ValueError(problem)
 
 
 def sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens: float

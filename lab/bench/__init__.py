@@ -1,5 +1,6 @@
 """``python -m harness bench``: measurements, not tests. Each prints what it ran; the suite's
-newer benches also write a report with the machine under ``results/bench/``.
+newer benches also write a report with the machine under ``--output-dir``: ``runs/bench/`` by
+default (not tracked), ``--output-dir results/bench`` to refresh the committed reports.
 
 - ``bench step`` (``step.py``): one training step split into phases for several methods on the
   same batch, with ratios to GDPO.

@@ -159,7 +159,8 @@ def add_parser(which) -> None:
     p.add_argument("--method", default="grpo")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--interval", type=float, default=0.25, help="sampling period, seconds")
-    p.add_argument("--label", default="launch", help="report name under results/bench/")
-    p.add_argument("--output-dir", default=None)
+    p.add_argument("--label", default="launch", help="report name under --output-dir")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
     p.add_argument("extra", nargs="*", help="more `harness run` flags (after --)")
     p.set_defaults(bench_fn=bench_launch)

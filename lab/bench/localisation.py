@@ -379,7 +379,8 @@ def add_parser(which) -> None:
                    help="responses to sample (a multiple of the group size)")
     p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed")
     p.add_argument("--label", default="", help="report name (default localisation-<task>)")
-    p.add_argument("--output-dir", default=None, help="default: results/bench/")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
                               "group_size", "micro_batch_size", "data_dir", "use_gpu",
                               "engine", "dtype", "rollout_dtype", "plugins"))

@@ -217,8 +217,9 @@ def add_parser(which) -> None:
     p.add_argument("--memory-k", type=int, default=3)
     p.add_argument("--memory-chunk", type=int, default=128,
                    help="tokens per distance slice (the replay's default)")
-    p.add_argument("--label", default="replay", help="report name under results/bench/")
-    p.add_argument("--output-dir", default=None, help="default: results/bench/")
+    p.add_argument("--label", default="replay", help="report name under --output-dir")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
     p.set_defaults(bench_fn=bench_replay)
 
 

@@ -1,5 +1,6 @@
 """Bench reports: the machine they ran on, a JSON file and a Markdown summary under
-``results/bench/``, written atomically."""
+``--output-dir`` (default ``runs/bench/``, not tracked; ``--output-dir results/bench``
+refreshes the committed reports), written atomically."""
 from __future__ import annotations
 
 import os
@@ -7,9 +8,9 @@ import platform
 import time
 from pathlib import Path
 
-from harness.assets import PROJECT_ROOT
-
-BENCH_DIR = PROJECT_ROOT / "results" / "bench"
+# where a bench writes without --output-dir: beside the runs (relative, like run's --results-dir
+# default), never over the committed reports in results/bench/
+BENCH_DIR = Path("runs") / "bench"
 
 
 def machine() -> dict:

@@ -176,8 +176,9 @@ def add_parser(which) -> None:
     p.add_argument("--batch-sizes", default="8,16,32", help="rows per generate call")
     p.add_argument("--repeats", type=int, default=2, help="timed runs per candidate and size "
                                                          "(summed)")
-    p.add_argument("--label", default="rollout", help="report name under results/bench/")
-    p.add_argument("--output-dir", default=None)
+    p.add_argument("--label", default="rollout", help="report name under --output-dir")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
                               "group_size", "data_dir", "use_gpu", "dtype", "vllm_gpu_memory",
                               "temperature", "top_p", "top_k"))

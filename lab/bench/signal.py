@@ -90,8 +90,9 @@ def add_parser(which) -> None:
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--one-shot", action="store_true",
                    help="append one worked example to every prompt's system message")
-    p.add_argument("--label", default="", help="also write results/bench/LABEL.{json,md}")
-    p.add_argument("--output-dir", default=None)
+    p.add_argument("--label", default="", help="also write LABEL.{json,md} under --output-dir")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
                               "group_size", "data_dir"))
     p.set_defaults(bench_fn=bench_signal)

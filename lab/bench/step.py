@@ -140,8 +140,9 @@ def add_parser(which) -> None:
     p.add_argument("--baseline", default="gdpo")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1, help="untimed steps of the baseline first")
-    p.add_argument("--label", default="step", help="report name under results/bench/")
-    p.add_argument("--output-dir", default=None, help="default: results/bench/")
+    p.add_argument("--label", default="step", help="report name under --output-dir")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
     p.add_argument("--evaluate", action="store_true",
                    help="after each method's last repeat, evaluate --eval-limit benchmark items")
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",

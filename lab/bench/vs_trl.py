@@ -273,8 +273,6 @@ def summarise(rounds: list[dict]) -> dict:
 
 
 def bench_vs_trl(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from lab.bench import report
     from harness.config import resolve
     from harness.console import quiet
@@ -383,8 +381,9 @@ def add_parser(which) -> None:
     p.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of: "
                                                              + ", ".join(SIDES))
     p.add_argument("--timeout", type=float, default=1800, help="seconds per side and round")
-    p.add_argument("--label", default="vs-trl", help="report name under results/bench/")
-    p.add_argument("--output-dir", default=None, help="default: results/bench/")
+    p.add_argument("--label", default="vs-trl", help="report name under --output-dir")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
                               "prompts_per_step", "group_size", "micro_batch_size",
                               "gradient_checkpointing", "zero_stage"))

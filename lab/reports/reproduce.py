@@ -101,14 +101,18 @@ def execute(plan: Plan) -> None:
     """Every run to do passes the preflight before the first one starts (a problem of the last
     cell must not wait for hours of the first), then each runs."""
     from harness.launch import run_seeds
-    from harness.plugins import load_plugins
-    from harness.preflight import raise_if, run_problems
+    from harness.preflight import PreflightError, problems as check, raise_if
+    from harness.run import of_config
 
     todo = plan.trainings()  # cells that differ only in the benchmark train once
     problems: list[str] = []
-    for config, _, _ in todo:
-        load_plugins(config.plugins)
-        problems += [p for p in run_problems(config) if p not in problems]
+    for config, seeds, jobs in todo:
+        try:  # the cell's run, resolved and checked as `harness run` would (its seeds are
+            # the plan's to make: missing, or stale with --rerun-stale)
+            found = check(of_config(config, seeds, force=True))
+        except PreflightError as exc:
+            found = exc.problems
+        problems += [p for p in found if p not in problems]
     raise_if(problems)
     for config, seeds, jobs in todo:
         # every benchmark of the group misses these seeds (absent, or stale with
@@ -157,6 +161,9 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     if not args.dry_run:
         raise_if([p for p in (folder_problem(d, "--output-dir") for d in
                               (tables_dir, figures_dir)) if p], "cannot write the renders")
+    if spec.kind in ("methods", "presets") and args.dry_run:  # a dry run writes nothing
+        print(f"{name}: needs no runs; would write {tables_dir / name}.{{md,csv,tex}}")
+        return 0
     if spec.kind == "methods":
         print(f"wrote {write_table(name, [tables.methods_grid(spec)], tables_dir, spec.caption)}")
         return 0

@@ -105,17 +105,18 @@ def test_missing_checkout_and_bad_rows(tmp_path, data_dir):
 
 def test_a_missing_dependency_is_named_before_training(data_dir):
     from harness import checks, launch
+    from harness.run import of_config
     from harness.config import RunConfig, TaskConfig
 
     config = RunConfig(task=TaskConfig(task="muldimif", data_dir=str(data_dir),
                                        train_data="if-synth"))
     assert checks.task_problems(config) == []
-    launch.validate(config)  # passes: the checkout imports
+    launch.validate(of_config(config))  # passes: the checkout imports
     utils = data_dir / "muldimif" / "Code" / "utils" / "data_utils.py"
     utils.write_text("import zz_not_installed_anywhere\n" + DATA_UTILS_PY)
     muldimif._official.cache_clear()
     with pytest.raises(ValueError) as err:
-        launch.validate(config)
+        launch.validate(of_config(config))
     message = str(err.value)
     assert "imports 'zz_not_installed_anywhere', which is not installed" in message
     assert "'.[muldimif]'" in message and "task 'muldimif'" in message

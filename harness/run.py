@@ -1,0 +1,170 @@
+"""A run resolved once: every entry point (``run``, ``sft``, each ``reproduce`` cell, the dry
+run, ``harness.api``, the workers) builds its :class:`Run` here and checks that one object with
+``harness.preflight.problems``, before Ray starts.
+
+``resolve`` loads the run's plugins, applies defaults -> preset -> overrides (flags or API
+keywords, TRL's names too), makes paths absolute, and looks every name up once: the method, the
+task with its family options, the rollout engine, the training set and where it is read from,
+the benchmarks and each seed's files. Names or values that cannot be resolved raise one
+``PreflightError`` listing all of them; what the resolved run would fail on is the check's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from common.registry import did_you_mean
+from harness import config as cfg
+from harness.preflight import PreflightError
+
+
+@dataclass(frozen=True)
+class Run:
+    """One resolved run: what every entry point uses and the check inspects."""
+
+    config: cfg.RunConfig  # defaults -> preset -> overrides; paths absolute; seed: the first
+    method: Any  # methods.Method (a composition resolved)
+    task: Any  # tasks.base.Task with the family options applied
+    engine: Any  # harness.rollouts.EngineEntry
+    train_set: Any  # tasks.base.TrainSet, or None when it cannot be read (train_problem says)
+    train_problem: str | None  # why the training set cannot be read, with the fix
+    seeds: tuple[int, ...] = (0,)
+    force: bool = False  # rerun stored seeds
+    rerun_stale: bool = False  # rerun stored seeds made by other code than this tree
+    allow_mixed_code: bool = False  # pool stored seeds of other code (footnoted)
+    purpose: str = "run"  # "run" (RL, evaluated), "sft" (the warm start alone)
+
+    @property
+    def benchmarks(self) -> tuple[cfg.RunConfig, ...]:
+        """One config per benchmark evaluated after the one training (``--also-evaluate``)."""
+        return tuple(cfg.evaluations(self.config))
+
+    @property
+    def train_source(self) -> str:
+        """Where the training set is read from, for the run's first lines."""
+        if self.train_set is None:
+            return "none"
+        if self.train_set.needs_data_dir:
+            return f"{self.train_set.name}, read from {self.config.task.data_dir}"
+        return f"{self.train_set.name} (offline generator)"
+
+    def seed_runs(self, benchmark: cfg.RunConfig | None = None) -> list:
+        """Each seed's ``SeedRun`` (files, checkpoints, hash) for one benchmark (the first)."""
+        from harness.seedrun import SeedRun
+
+        config = benchmark or self.config
+        return [SeedRun.of_seed(config, s) for s in self.seeds]
+
+
+def resolve(preset: str = "smoke", overrides: dict[str, Any] | None = None,
+            seeds: Sequence[int] = (0,), force: bool = False, purpose: str = "run",
+            **flags: bool) -> Run:
+    """The one resolution of a run (see the module's docstring)."""
+    overrides = dict(overrides or {})
+    plugins(tuple(overrides.get("plugins", ())))
+    problems = name_problems(overrides)
+    from harness.presets import PRESETS
+
+    if preset not in PRESETS:
+        problems.append(PRESETS.unknown_message(preset))
+    if problems:
+        raise PreflightError(problems)
+    config = absolute(cfg.resolve(preset, overrides))
+    return of_config(config, seeds, force, purpose, **flags)
+
+
+def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = False,
+              purpose: str = "run", rerun_stale: bool = False,
+              allow_mixed_code: bool = False) -> Run:
+    """A ``Run`` of a config already made (a stored one, a reproduce cell's, a worker's)."""
+    import methods
+    from harness.checks import type_problems
+    from harness.data import choose_train_set
+    from harness.rollouts import ENGINES
+    from tasks import TASKS
+
+    plugins(config.plugins)
+    if (type(config.method), type(config.task)) != (cfg.SECTION_TYPES["method"],
+                                                    cfg.SECTION_TYPES["task"]):
+        # made before its plugins registered their options: again, with them (their defaults)
+        config = cfg.RunConfig.from_dict(config.to_dict())
+    problems = type_problems(config)  # then no check compares a number that is a string
+    method = task = engine = None
+    try:
+        method = methods.get(config.method.method)
+    except (KeyError, ValueError) as exc:
+        problems.append(f"--method: {exc}{plugin_hint(config.method.method, config.plugins)}")
+    try:
+        task = TASKS.get(config.task.task).configured(config.task)
+    except KeyError as exc:
+        problems.append(f"--task: {exc}")
+    try:
+        engine = ENGINES.get(config.rollout.engine)
+    except KeyError as exc:
+        problems.append(f"--engine: {exc}")
+    if problems:
+        raise PreflightError(problems)
+    train_set, train_problem = None, None
+    try:
+        train_set = choose_train_set(config)
+    except (KeyError, ValueError) as exc:
+        train_problem = f"training set: {exc}"
+    return Run(config=config, method=method, task=task, engine=engine, train_set=train_set,
+               train_problem=train_problem, seeds=tuple(seeds), force=force,
+               rerun_stale=rerun_stale, allow_mixed_code=allow_mixed_code, purpose=purpose)
+
+
+def plugins(entries: Sequence[str]) -> None:
+    """Load the run's plugins (once each) before any of its names is looked up; a plugin that
+    fails is one problem naming its file and line."""
+    from harness.plugins import PluginError, load_plugins
+
+    try:
+        load_plugins(tuple(entries))
+    except PluginError as exc:
+        raise PreflightError([str(exc)], "a plugin cannot be loaded") from None
+
+
+def from_stored(data: dict) -> Run:
+    """A worker's ``Run``: the stored config (``harness.results.stored_config``) through the
+    same resolution, its plugins loaded first."""
+    plugins(tuple(data.get("plugins", ())))
+    config = cfg.RunConfig.from_dict(data)
+    return of_config(config, (config.seed,))
+
+
+def absolute(config: cfg.RunConfig) -> cfg.RunConfig:
+    """Paths made absolute (workers may start elsewhere); a model name found under
+    ``--model-dir`` becomes its folder."""
+    from harness.models import EMBEDDED
+
+    m = config.model
+    if m.model_dir and m.model not in EMBEDDED and not Path(m.model).expanduser().is_dir():
+        config = replace(config, model=replace(m, model=str(Path(m.model_dir).expanduser()
+                                                            / m.model)))
+    config = replace(config, results_dir=str(Path(config.results_dir).expanduser().resolve()),
+                     checkpoint_dir=str(Path(config.checkpoint_dir).expanduser().resolve()))
+    if config.task.data_dir:
+        config = replace(config, task=replace(config.task, data_dir=str(
+            Path(config.task.data_dir).expanduser().resolve())))
+    if Path(config.model.model).expanduser().is_dir():
+        config = replace(config, model=replace(
+            config.model, model=str(Path(config.model.model).expanduser().resolve())))
+    return config
+
+
+def name_problems(overrides: dict[str, Any]) -> list[str]:
+    """Keywords that name no config field: each with the field it probably means."""
+    known = cfg.all_fields()
+    names = set(known) | set(cfg.aliases())
+    return [f"unknown setting {key!r}{did_you_mean(key, names)}" for key in overrides
+            if key not in names]
+
+
+def plugin_hint(name: str, plugins: Sequence[str]) -> str:
+    """An unknown method may be a plugin's: say how to load one."""
+    if "+" in name or plugins:
+        return ""
+    return (" (a method of your own is registered by a plugin file: --plugin FILE.py, "
+            "docs/extending.md)")
