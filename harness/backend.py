@@ -42,8 +42,7 @@ def _worker_entry(loop_config: dict) -> None:
     torch.set_num_threads(loop_config["threads"])
     # the driver's resolution again, from the stored config (its plugins loaded first)
     resolved = runs.from_stored(loop_config["config"])
-    # the seed's files with this config: the SeedRun was unpickled before the plugins loaded,
-    # so its config's class lacks their options
+    # the seed's files, with the config as this resolution made it
     run = replace(loop_config["run"], config=resolved.config)
     train_worker(resolved, reporter_factory=worker_reporter, checkpointer=RayCheckpointer(),
                  run=run)

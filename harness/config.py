@@ -14,11 +14,11 @@ from typing import Any
 import methods
 import tasks  # noqa: F401  (its families register their options)
 from common.registry import did_you_mean
-from common.options import merged_dataclass, option
+from common.options import (from_section_dict, later_fields, open_dataclass, option,
+                            own_fields, section_dict, with_values)
 from harness import plugins
 from harness.presets import PRESETS
 from tasks.registry import FAMILY_OPTIONS
-from methods.base import make_options_class
 
 
 @dataclass(frozen=True)
@@ -143,20 +143,23 @@ class TrainingConfig:
 
 def _method_config() -> type:
     """``MethodConfig``: the method's name plus every option of every registered method, each
-    declared in its method's file under methods/ (one field, one flag, one definition)."""
-    cls = make_options_class(
-        "MethodConfig", __name__, methods.option_classes(),
+    declared in its method's file under methods/ (one field, one flag, one definition); made
+    once, a plugin's options held in it too (``common.options.open_dataclass``)."""
+    from methods.base import CONVENTIONS
+
+    cls = open_dataclass(
+        "MethodConfig", __name__, methods.option_classes,
         extra=[("method", "str", option("gdpo", "advantage strategy from the method registry, or "
                                              "a composition such as a+b (see `harness "
                                              "list`)"))])
 
     def options(self):
         """The method options (methods.options_class()) with this config's values."""
-        names = {f.name for f in fields(methods.options_class())}
-        return methods.options(**{f.name: getattr(self, f.name) for f in fields(self)
-                                  if f.name in names})
+        return methods.options(**{f.name: getattr(self, f.name)
+                                  for f in fields(methods.options_class())})
 
     cls.options = options
+    cls.conv = property(lambda self: CONVENTIONS[self.conventions])
     return cls
 
 
@@ -183,20 +186,18 @@ def _task_config() -> type:
         ("eval_seed", "int", option(1234, "seed of the --eval-limit subset (fixed across "
                                        "training seeds)")),
     ]
-    return merged_dataclass("TaskConfig", __name__,
-                            [FAMILY_OPTIONS.get(f) for f in FAMILY_OPTIONS.names()], extra=base)
+    return open_dataclass("TaskConfig", __name__,
+                          lambda: [FAMILY_OPTIONS.get(f) for f in FAMILY_OPTIONS.names()],
+                          extra=base)
 
 
 TaskConfig = _task_config()
 
 
-def _family_fields() -> tuple[str, ...]:
+def family_fields() -> tuple[str, ...]:
+    """The family options registered now, a plugin's too (``score`` accepts them as flags)."""
     return tuple(f.name for family in FAMILY_OPTIONS.names()
                  for f in fields(FAMILY_OPTIONS.get(family)))
-
-
-# the family options (``score`` accepts them as flags too)
-FAMILY_FIELDS = _family_fields()
 
 
 @dataclass(frozen=True)
@@ -227,9 +228,8 @@ class RunConfig:
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
-    # looked up when a config is made: rebuild() remakes them after a plugin registers options
-    method: MethodConfig = field(default_factory=lambda: SECTION_TYPES["method"]())
-    task: TaskConfig = field(default_factory=lambda: SECTION_TYPES["task"]())
+    method: MethodConfig = field(default_factory=MethodConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
     preset: str = option("smoke", "preset the fields started from")
     seed: int = option(0, "training seed")
     results_dir: str = option("runs", "where result files are stored (the reference results "
@@ -242,18 +242,22 @@ class RunConfig:
                                        "your own methods or tasks (repeatable)", identity=False)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Sections as flat dicts (a plugin's options beside the built-in ones)."""
+        out = dataclasses.asdict(self)
+        out.update(method=section_dict(self.method), task=section_dict(self.task))
+        return out
 
     @staticmethod
     def from_dict(data: dict) -> "RunConfig":
         """A config from ``to_dict``'s form (sections as dicts); the plugins it names are
-        loaded first, since their options are fields of its sections."""
+        loaded first (reading a stored config resolves its plugins), since their options are
+        options of its sections."""
         plugins.load_plugins(tuple(data.get("plugins", ())))
         sections = {f.name: f.type for f in fields(RunConfig)}
         kwargs = {}
         for key, value in data.items():
-            cls = SECTION_TYPES.get(key)  # read after the plugins: rebuild() may remake it
-            kwargs[key] = cls(**renamed(value)) if cls else \
+            cls = SECTION_TYPES.get(key)
+            kwargs[key] = from_section_dict(cls, renamed(value)) if cls else \
                 (tuple(value) if key == "plugins" else value)
         unknown = set(kwargs) - set(sections)
         if unknown:
@@ -265,28 +269,11 @@ SECTION_TYPES = {"model": ModelConfig, "warmstart": WarmStartConfig, "rollout": 
                  "training": TrainingConfig, "method": MethodConfig, "task": TaskConfig}
 
 
-def rebuild() -> bool:
-    """Make ``MethodConfig`` and ``TaskConfig`` again from the registries, so that options a
-    plugin registered are fields (and flags) too; True when they changed. ``harness.plugins``
-    calls it after loading a plugin, before any config of the run is made."""
-    global MethodConfig, TaskConfig, FAMILY_FIELDS
-    method, task = _method_config(), _task_config()
-    if ([f.name for f in fields(method)] == [f.name for f in fields(MethodConfig)]
-            and [f.name for f in fields(task)] == [f.name for f in fields(TaskConfig)]):
-        return False
-    MethodConfig, TaskConfig, FAMILY_FIELDS = method, task, _family_fields()
-    SECTION_TYPES.update(method=MethodConfig, task=TaskConfig)
-    return True
-
-
-plugins.AFTER_LOAD.append(rebuild)
-
-
 def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     """flag name -> (section or None, field). Raises if two sections share a field name."""
     out: dict[str, tuple[str | None, dataclasses.Field]] = {}
     for section, cls in SECTION_TYPES.items():
-        for f in fields(cls):
+        for f in [*own_fields(cls), *later_fields(cls)]:  # a plugin's options too
             if f.name in out:
                 raise RuntimeError(f"config field {f.name!r} appears in two sections")
             out[f.name] = (section, f)
@@ -342,7 +329,7 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
             raise ValueError(f"unknown config field {name!r}{did_you_mean(name, known)}")
         by_section.setdefault(known[name][0], {})[name] = value
     top = by_section.pop(None, {})
-    new = {s: replace(getattr(config, s), **vals) for s, vals in by_section.items()}
+    new = {s: with_values(getattr(config, s), vals) for s, vals in by_section.items()}
     return replace(config, **new, **top)
 
 

@@ -94,9 +94,6 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print, force: bool = 
 
     if not seeds:
         return []
-    # made again with the config classes as they are now: a config made before a plugin
-    # registered its options is of an older class, which pickling to the workers refuses
-    config = cfg.RunConfig.from_dict(config.to_dict())
     if config.model.model == assets.SMOLLM2_NAME:
         assets.prepare_smollm2()  # once, in the driver, before workers race for it
     start_ray(address=config.training.ray_address)

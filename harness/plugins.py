@@ -9,11 +9,9 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 _loaded: set[str] = set()
-# called after new plugins were imported (harness.config remakes its option sections there)
-AFTER_LOAD: list[Callable[[], object]] = []
 
 
 class PluginError(ImportError):
@@ -81,9 +79,10 @@ def _import(entry: str) -> None:
 
 def load_plugins(entries: Iterable[str]) -> None:
     """Import each file or module once (a failure is one ``PluginError`` line naming the
-    plugin's file and line); then the ``AFTER_LOAD`` hooks run (the config classes are remade,
-    so that the options the plugins registered are config fields and flags)."""
-    new = False
+    plugin's file and line). What they register is read from the registries from then on (the
+    config's option sections read a plugin's options too: ``common.options.open_dataclass``).
+    Called by the entry points only: ``harness.run`` (every run's resolution), the CLI (before
+    its flags are built) and ``RunConfig.from_dict`` (a stored config names its plugins)."""
     for entry in entries:
         if entry in _loaded:
             continue
@@ -91,10 +90,6 @@ def load_plugins(entries: Iterable[str]) -> None:
             _BUILTIN.update(_builtin_names())
         _import(entry)
         _loaded.add(entry)
-        new = True
-    if new:
-        for hook in AFTER_LOAD:
-            hook()
 
 
 def files(entries: Iterable[str]) -> list[Path]:

@@ -10,7 +10,7 @@ the benchmarks and each seed's files. Names or values that cannot be resolved ra
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,6 +29,9 @@ class Run:
     engine: Any  # harness.rollouts.EngineEntry
     train_set: Any  # tasks.base.TrainSet, or None when it cannot be read (train_problem says)
     train_problem: str | None  # why the training set cannot be read, with the fix
+    # each benchmark the one training is evaluated on (--task, then --also-evaluate's): the
+    # config a run of it alone would have, and its task (an unknown one: left to the check)
+    evaluated: tuple[tuple[cfg.RunConfig, Any], ...] = ()
     seeds: tuple[int, ...] = (0,)
     force: bool = False  # rerun stored seeds
     rerun_stale: bool = False  # rerun stored seeds made by other code than this tree
@@ -85,10 +88,6 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
     from tasks import TASKS
 
     plugins(config.plugins)
-    if (type(config.method), type(config.task)) != (cfg.SECTION_TYPES["method"],
-                                                    cfg.SECTION_TYPES["task"]):
-        # made before its plugins registered their options: again, with them (their defaults)
-        config = cfg.RunConfig.from_dict(config.to_dict())
     problems = type_problems(config)  # then no check compares a number that is a string
     method = task = engine = None
     try:
@@ -105,13 +104,15 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
         problems.append(f"--engine: {exc}")
     if problems:
         raise PreflightError(problems)
+    evaluated = tuple((c, TASKS.get(c.task.task).configured(c.task))
+                      for c in cfg.evaluations(config) if c.task.task in TASKS)
     train_set, train_problem = None, None
     try:
         train_set = choose_train_set(config)
     except (KeyError, ValueError) as exc:
         train_problem = f"training set: {exc}"
     return Run(config=config, method=method, task=task, engine=engine, train_set=train_set,
-               train_problem=train_problem, seeds=tuple(seeds), force=force,
+               train_problem=train_problem, evaluated=evaluated, seeds=tuple(seeds), force=force,
                rerun_stale=rerun_stale, allow_mixed_code=allow_mixed_code, purpose=purpose)
 
 

@@ -18,8 +18,8 @@ import torch
 from harness import checks
 from harness import engine as eng
 from harness import orphan
-from harness.config import RunConfig, evaluations
-from harness.data import PromptSampler, get_task, load_eval, load_train
+from harness.config import RunConfig
+from harness.data import PromptSampler, load_eval, load_train
 from harness.models import load_model, load_tokenizer
 from harness.run import Run, of_config
 from harness.rollouts import copy_weights
@@ -44,7 +44,7 @@ class Trainer:
         self._mark("trainer_begin")
         resolved = config if isinstance(config, Run) else of_config(config, (config.seed,))
         config = resolved.config
-        self.config = config
+        self.config, self.resolved = config, resolved
         self.rank, self.world = eng.rank(), eng.world_size()
         self.task: Task = resolved.task
         self.method = resolved.method
@@ -273,8 +273,8 @@ def engine_context(config: RunConfig, task: Task, tokenizer, source: str) -> int
     r = config.rollout
     train = r.max_prompt_tokens + r.max_response_tokens
     # every benchmark the training is evaluated on (``--also-evaluate``)
-    examples = [ex for c in evaluations(config)
-                for ex in load_eval(task if c.task.task == task.name else get_task(c), c)]
+    examples = [ex for c, other in of_config(config).evaluated
+                for ex in load_eval(task if c.task.task == task.name else other, c)]
     lengths = [len(i) for i in encode_prompts(tokenizer, examples)] if examples else []
     longest = max(range(len(lengths)), key=lengths.__getitem__) if lengths else None
     evaluation = lengths[longest] + r.eval_max_response_tokens if lengths else 0
@@ -342,8 +342,9 @@ def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=No
     workers = eng.all_gather_objects(eng.placement())  # which node each rank ran on
     # each benchmark the training is evaluated on (--task, then --also-evaluate's), with the
     # config and files a run of that benchmark alone would have
-    runs = [run, *(SeedRun.of(c) for c in evaluations(config)[1:])]
-    tasks = [trainer.task, *(get_task(r.config) for r in runs[1:])]
+    evaluated = trainer.resolved.evaluated
+    runs = [run, *(SeedRun.of(c) for c, _ in evaluated[1:])]
+    tasks = [trainer.task, *(t for _, t in evaluated[1:])]
     if reporter is not None:
         reporter.begin_eval(sum(len(load_eval(t, r.config)[trainer.rank::trainer.world])
                                 for t, r in zip(tasks, runs)))

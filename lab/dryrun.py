@@ -19,13 +19,17 @@ def settings_lines(config: cfg.RunConfig) -> list[str]:
 
     reference = absolute(cfg.resolve(config.preset, {}))
     out = []
+    by_section: dict[str, list[str]] = {}
+    for name, (section, _) in cfg.all_fields().items():  # a plugin's options too
+        if section:
+            by_section.setdefault(section, []).append(name)
     for section in cfg.SECTION_TYPES:
         ours, theirs = getattr(config, section), getattr(reference, section)
         items = []
-        for f in fields(ours):
-            value = getattr(ours, f.name)
-            mark = "*" if value != getattr(theirs, f.name) else " "
-            items.append(f"  {mark} {f.name:<28} {value!r}")
+        for name in by_section.get(section, []):
+            value = getattr(ours, name)
+            mark = "*" if value != getattr(theirs, name) else " "
+            items.append(f"  {mark} {name:<28} {value!r}")
         out += [f"{section}:", *items]
     top = [f for f in fields(config) if f.name not in cfg.SECTION_TYPES and f.name != "seed"]
     out += ["run:", *(f"  {'*' if getattr(config, f.name) != getattr(reference, f.name) else ' '}"

@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import fields, replace
 from pathlib import Path
 
+from common.options import with_values
 from harness import config as cfg
 
 SUFFIX = ".predictions.jsonl"
@@ -136,13 +136,13 @@ def cmd_score(args: argparse.Namespace) -> int:
                          "lies beside its run's result, or --like RUN names the run)")
     registered = TASKS.get(name)
     raise_if(score_problems(args, name), "cannot score")
-    given = {f.name: getattr(args, f.name) for f in fields(cfg.TaskConfig)
-             if hasattr(args, f.name) and f.name not in ("task", "data_dir")}
+    given = {name: getattr(args, name) for name, (section, _) in cfg.all_fields().items()
+             if section == "task" and hasattr(args, name) and name not in ("task", "data_dir")}
     if args.data_dir:
         given["data_dir"] = args.data_dir
     base = (cfg.RunConfig.from_dict(run["config"]).task if run is not None
             else cfg.TaskConfig(task=name))
-    task_config = replace(base, **given)
+    task_config = with_values(base, given)
     task = registered.configured(task_config)
     everything = task.load_eval(Path(task_config.data_dir) if task_config.data_dir else None)
     if run is not None:  # the run's own items: harness.data.load_eval under its config
@@ -257,7 +257,7 @@ def add_parser(sub) -> None:
                        help="score against every item of the benchmark, even for a run's own "
                             "predictions file (default there: the run's items)")
     score.add_argument("--data-dir", default=None)
-    add_config_flags(score, only=cfg.FAMILY_FIELDS)  # read now: a plugin's families too
+    add_config_flags(score, only=cfg.family_fields())  # read now: a plugin's families too
     score.add_argument("--plugin", dest="plugins", action="append", default=[],
                        metavar="FILE_OR_MODULE", help="import first: a task of your own")
     score.add_argument("--output", default=None, help="also write the scores as JSON here")

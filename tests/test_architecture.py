@@ -162,3 +162,62 @@ def test_no_module_is_over_400_lines():
     long = [f"{p.relative_to(ROOT)}: {n}" for layer in LAYERS for p in (ROOT / layer).rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES]
     assert long == [], f"split these (one job per module): {long}"
+
+
+# the entry points that load plugins: a run's one resolution, the CLI (its flags are built from
+# the registries, a plugin's options too) and a stored config's reading (it names its plugins)
+PLUGIN_LOADERS = {"harness/run.py", "lab/cli.py", "harness/config.py", "harness/plugins.py"}
+# modules that act on a resolved run (harness.run.Run) and look no method, task or engine up by
+# name themselves
+RUN_USERS = ("harness/api.py", "harness/launch.py", "harness/backend.py", "harness/trainer.py",
+             "lab/dryrun.py")
+LOOKUPS = ("methods.get(", "TASKS.get(", "ENGINES.get(", "get_task(", "choose_train_set(")
+
+
+def _calls(path: Path, name: str) -> list[int]:
+    """Lines of ``path`` that call a function called ``name`` (as a name or an attribute)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else None
+            if called == name:
+                out.append(node.lineno)
+    return out
+
+
+def test_plugins_are_loaded_at_the_entry_points_only():
+    found = [f"{path.relative_to(ROOT)}:{line}" for layer in LAYERS
+             for path in (ROOT / layer).rglob("*.py")
+             if path.relative_to(ROOT).as_posix() not in PLUGIN_LOADERS
+             for line in _calls(path, "load_plugins")]
+    assert found == [], "resolve the run through harness.run instead: " + ", ".join(found)
+
+
+def test_a_resolved_run_is_what_its_users_read():
+    found = [f"{rel}: {lookup}" for rel in RUN_USERS for lookup in LOOKUPS
+             if lookup in (ROOT / rel).read_text()]
+    assert found == [], "read the names from the resolved harness.run.Run: " + ", ".join(found)
+
+
+def test_no_config_class_is_replaced_when_a_plugin_registers_options():
+    """A plugin's options are read through the config classes made at import: a config made
+    before the plugin loaded reads them (their defaults), sets them, and round-trips and pickles
+    as one made after."""
+    import pickle
+
+    from harness import config as cfg
+    from harness.plugins import load_plugins
+
+    classes = dict(cfg.SECTION_TYPES)
+    before = cfg.resolve("smoke", {})
+    load_plugins((str(ROOT / "tests" / "plugins" / "tail_method.py"),))
+    assert cfg.SECTION_TYPES == classes and cfg.MethodConfig is classes["method"]
+    assert before.method.tail_tokens == 2  # the plugin's default, read from the older config
+    after = cfg.resolve("smoke", {"method": "tail", "tail_tokens": 3})
+    assert type(after.method) is type(before.method) and after.method.tail_tokens == 3
+    assert cfg.RunConfig.from_dict(after.to_dict()) == after
+    assert pickle.loads(pickle.dumps(after)) == after
+    assert "tail_tokens" not in before.to_dict()["method"]  # a config names what it sets
+    assert not hasattr(cfg, "rebuild")

@@ -57,7 +57,7 @@ MISTAKES = [
     ("misspelt method", [], "gdop", "bfcl", "Did you mean 'gdpo'"),
     ("method in capitals", [], "GDPO", "bfcl", "Did you mean 'gdpo'"),
     ("a family for a task", [], "gdpo", "spider", "'spider-dev'"),
-    ("a plugin's method without --plugin", [], "tail", "bfcl", "--plugin FILE.py"),
+    ("a plugin's method without --plugin", [], "my-credit", "bfcl", "--plugin FILE.py"),
     ("unknown engine", ["--engine", "vlm"], "gdpo", "bfcl", "unknown rollout engine 'vlm'"),
     ("a group of one", ["--group-size", "1"], "gdpo", "bfcl", "group of 1"),
     ("negative steps", ["--steps", "-1"], "gdpo", "bfcl", "steps is -1"),

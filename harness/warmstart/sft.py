@@ -22,7 +22,7 @@ import torch
 from harness import engine as eng
 from harness import orphan
 from harness.config import RunConfig, apply_overrides
-from harness.data import PromptSampler, get_task, load_eval
+from harness.data import PromptSampler, get_task
 from harness.loss import token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.rollouts import HFRollout, with_response

@@ -82,11 +82,9 @@ def flat_settings(config: dict) -> dict[str, object]:
 
 def compared_fields() -> set[str]:
     """What a comparison is about: the method and its options (the method section)."""
-    from dataclasses import fields
-
     from harness import config as cfg
 
-    return {f.name for f in fields(cfg.MethodConfig)}
+    return {name for name, (section, _) in cfg.all_fields().items() if section == "method"}
 
 
 def setting_differences(folders: list[Path]) -> dict[str, list]:
