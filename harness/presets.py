@@ -20,6 +20,10 @@ class Preset:
     # and a model folder with config.json; an offline generator or an embedded model is refused
     # instead of standing in for them (a result filed under a paper setting is the paper's)
     published: bool = False
+    # it starts from the untrained embedded model: where a warm start exists for the training
+    # set (its demonstrations) and is not asked for, the run says before it starts that little
+    # or nothing may train (rewards rarely vary within a group)
+    untrained: bool = False
 
 
 PRESETS: Registry[Preset] = Registry("preset")
@@ -89,7 +93,7 @@ PRESETS.add("smoke", Preset(
      "dtype": "float32", "use_gpu": False, "workers": 1,
      # one worker: ZeRO-3 has nothing to partition and costs ~2 s per optimizer step here;
      # at micro-batch 4 the activations fit without recomputation (bench step)
-     "zero_stage": 0, "gradient_checkpointing": False},
+     "zero_stage": 0, "gradient_checkpointing": False}, untrained=True,
 ))
 
 

@@ -52,6 +52,23 @@ class Run:
             return f"{self.train_set.name}, read from {self.config.task.data_dir}"
         return f"{self.train_set.name} (offline generator)"
 
+    @property
+    def untrained_note(self) -> str:
+        """What the run says before it starts when its preset starts from the untrained model
+        and a warm start exists for its training set but is not asked for ('' otherwise)."""
+        from harness.presets import PRESETS
+
+        preset = PRESETS.get(self.config.preset) if self.config.preset in PRESETS else None
+        if (preset is None or not preset.untrained or self.config.warmstart.warm_start
+                or self.train_set is None or self.train_set.demonstration is None
+                or self.config.training.steps == 0):
+            return ""
+        return (f"note: preset {self.config.preset} starts from the untrained model, which "
+                f"rarely writes the {self.task.family} response layout: its rewards seldom vary "
+                "within a group, and a step without that trains nothing (every committed smoke "
+                "BFCL run of GRPO, GDPO and MRTPO had loss 0); --warm-start (the smoke-learn "
+                "preset) first fine-tunes it on the training set's reference answers")
+
     def seed_runs(self, benchmark: cfg.RunConfig | None = None) -> list:
         """Each seed's ``SeedRun`` (files, checkpoints, hash) for one benchmark (the first)."""
         from harness.seedrun import SeedRun

@@ -151,6 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = run.config
     print(f"training set: {run.train_source}; {config.training.steps} steps of "
           f"{config.rollout.prompts_per_step} prompts x {config.rollout.group_size} responses")
+    if run.untrained_note:
+        print(run.untrained_note)
     seed_runs = run.seed_runs()  # each seed's files, resolved once
     todo = pending_seeds(config, seeds, args.force)
     stale = {} if args.force else stale_seeds(config, seeds)
@@ -378,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
                 "reproduce": lambda a: a.handler(a), "compare": lambda a: a.handler(a)}
     try:
         return handlers[args.command](args)
+    except BrokenPipeError:  # the reader stopped early (`... --dry-run | head`): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own advice
+        return 141
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, what the same command does next
         from harness.launch import Interrupted
 

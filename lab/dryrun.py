@@ -50,6 +50,8 @@ def dry_run(run, print=print) -> int:
           f"{config.model.model}, preset {config.preset}")
     print(f"training set: {run.train_source}; {config.training.steps} steps of "
           f"{config.rollout.prompts_per_step} prompts x {config.rollout.group_size} responses")
+    if run.untrained_note:
+        print(run.untrained_note)
     limit = config.task.eval_limit
     print(f"evaluation: {', '.join(cfg.benchmarks(config))}, "
           + (f"a {limit}-item subset (seed {config.task.eval_seed})" if limit else "every item")

@@ -1,4 +1,6 @@
 """The Python entry point (harness.api): the CLI's run, callable from a notebook."""
+from pathlib import Path
+
 import pytest
 
 from harness import api
@@ -33,6 +35,18 @@ def test_run_returns_the_stored_results_without_starting_ray(tmp_path, monkeypat
             seeded, {"non_live_overall": value}, train={}, wall_seconds=1.0))
     results = api.run(method="gdpo", task="bfcl", seeds=2, results_dir=str(tmp_path))
     assert [r["metrics"]["non_live_overall"] for r in results] == [10.0, 30.0]
+    # each result says where its files are; the folder's name is its setting
+    files = results[1]["files"]
+    assert files["result"] == str(result_path(replace(c, seed=1)))
+    assert files["train_log"].endswith("seed1.train.jsonl") and \
+        files["predictions"].endswith("seed1.predictions.jsonl")
+    assert results[1]["setting"] == "smoke" == Path(files["folder"]).name
+    # one call loads them (and their per-step rows) into pandas
+    Path(files["train_log"]).write_text('{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.25}\n')
+    seeds, steps = api.load(tmp_path)
+    assert sorted(seeds["seed"]) == [0, 1] and set(seeds["method"]) == {"gdpo"}
+    assert seeds.set_index("seed").loc[1, "non_live_overall"] == 30.0
+    assert list(steps["loss"]) == [0.5, 0.25] and set(steps["seed"]) == {1}
     assert [r["seed"] for r in api.run("gdpo", "bfcl", seeds=[1], results_dir=str(tmp_path))] \
         == [1]
 

@@ -210,3 +210,56 @@ def test_a_stored_seed_of_other_code_is_named_and_not_pooled_silently(tmp_path, 
     assert cli.main([*argv, "--seed-list", "0"]) == 0
     assert "made by other code" in capsys.readouterr().out
     assert json.loads(result_path(c).read_text())["provenance"]["fingerprint"] == "0" * 16
+
+
+def test_ctrl_c_is_one_line_naming_the_last_checkpoint_and_the_same_command(guarded, capsys,
+                                                                             monkeypatch):
+    import harness.backend as backend
+
+    monkeypatch.setattr(backend, "start_ray", lambda *a, **k: None)
+
+    def interrupted(config, run):  # Ctrl-C after the checkpoint of step 2
+        (run.checkpoints / "train" / "step-000002").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(backend, "train_seed", interrupted)
+    argv = ["run", "--method", "gdpo", "--task", "bfcl", "--save-every", "2",
+            "--results-dir", str(guarded / "runs"), "--checkpoint-dir", str(guarded / "ck")]
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert err[0].startswith("interrupted: seed 0 has checkpoints of steps [2] in ")
+    assert "the same command resumes from the latest complete one" in err[0]
+
+    monkeypatch.setattr(backend, "train_seed", lambda config, run: (_ for _ in ()).throw(
+        KeyboardInterrupt))
+    assert cli.main([*argv[:5], "--results-dir", str(guarded / "other")]) == 130
+    err = capsys.readouterr().err.strip()
+    assert "stored nothing and no checkpoint is saved without --save-every N" in err
+    assert "the same command starts it again" in err
+
+
+def test_a_run_says_before_and_after_when_nothing_may_train(guarded, capsys, tmp_path):
+    from harness import run as runs
+    from lab.cli import signal_note
+
+    argv = ["run", "--task", "bfcl", "--results-dir", str(guarded / "runs"), "--dry-run"]
+    assert cli.main([*argv, "--method", "gdpo"]) == 0
+    assert "note: preset smoke starts from the untrained model" in capsys.readouterr().out
+    assert cli.main([*argv, "--method", "gdpo", "--preset", "smoke-learn"]) == 0
+    assert "untrained" not in capsys.readouterr().out
+    assert cli.main(["run", "--method", "gdpo", "--task", "ifeval", *argv[3:]]) == 0
+    assert "untrained" not in capsys.readouterr().out  # no warm start exists for if-synth
+
+    run = runs.resolve("smoke", {"method": "gdpo", "task": "bfcl",
+                                 "results_dir": str(tmp_path / "r")})
+    seed_run = run.seed_runs()[0]
+    seed_run.train_log.parent.mkdir(parents=True)
+    rows = [{"step": 1, "update_rows": 0.0, "loss": 0.0}, {"step": 2, "update_rows": 0.0}]
+    seed_run.train_log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    note = signal_note(run.config, [seed_run])
+    assert note.startswith("no reward signal: nothing was trained") and "all 2 steps" in note
+    assert "smoke-learn preset warm-starts" in note
+    rows[1]["update_rows"] = 8.0
+    seed_run.train_log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert signal_note(run.config, [seed_run]) == ""
