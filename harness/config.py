@@ -18,6 +18,7 @@ from common.options import (from_section_dict, later_fields, open_dataclass, opt
                             own_fields, section_dict, with_values)
 from harness import plugins
 from harness.presets import PRESETS
+from methods.base import make_options_class
 from tasks.registry import FAMILY_OPTIONS
 
 
@@ -145,9 +146,7 @@ def _method_config() -> type:
     """``MethodConfig``: the method's name plus every option of every registered method, each
     declared in its method's file under methods/ (one field, one flag, one definition); made
     once, a plugin's options held in it too (``common.options.open_dataclass``)."""
-    from methods.base import CONVENTIONS
-
-    cls = open_dataclass(
+    cls = make_options_class(
         "MethodConfig", __name__, methods.option_classes,
         extra=[("method", "str", option("gdpo", "advantage strategy from the method registry, or "
                                              "a composition such as a+b (see `harness "
@@ -155,11 +154,11 @@ def _method_config() -> type:
 
     def options(self):
         """The method options (methods.options_class()) with this config's values."""
+        kind = methods.options_class()
         return methods.options(**{f.name: getattr(self, f.name)
-                                  for f in fields(methods.options_class())})
+                                  for f in [*own_fields(kind), *later_fields(kind)]})
 
     cls.options = options
-    cls.conv = property(lambda self: CONVENTIONS[self.conventions])
     return cls
 
 

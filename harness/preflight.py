@@ -259,9 +259,12 @@ def stored_problems(run) -> list[str]:
     from harness import provenance
     from harness.results import check_stored, load_result, stored_seeds
 
-    if run.force or run.train_problem:
+    if run.train_problem:
         return []
-    out, kept, todo = [], {}, False
+    out = checkpoint_problems(run)
+    if run.force:
+        return out
+    kept, todo = {}, False
     for c in run.benchmarks:
         stored = stored_seeds(c)
         for s in run.seeds:
@@ -286,6 +289,29 @@ def stored_problems(run) -> list[str]:
                    f"{ours}; stored by other code: {', '.join(other) or 'none'}), which compare "
                    "and the tables refuse; --rerun-stale remakes the stored ones, "
                    "--allow-mixed-code pools them with a footnote, --force reruns every seed")
+    return out
+
+
+def checkpoint_problems(run) -> list[str]:
+    """A seed's checkpoint folder written by other settings (or another number of workers)
+    would stop the run when its seed starts, after Ray: refused here instead."""
+    import json
+
+    from harness.seedrun import SETTINGS_FILE
+
+    out = []
+    for seed_run in run.seed_runs():
+        marker = seed_run.checkpoints / SETTINGS_FILE
+        if not marker.is_file() or (run.force and seed_run.result.is_file()):
+            continue  # none, or a forced rerun of a stored seed (it starts afresh)
+        try:
+            theirs = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            theirs = None
+        ours = {"config_hash": seed_run.config_hash, "workers": run.config.training.workers}
+        if theirs != ours:
+            out.append(f"{seed_run.checkpoints} holds checkpoints of other settings ({theirs}, "
+                       f"this run's {ours}); delete it, or give another --checkpoint-dir")
     return out
 
 

@@ -66,7 +66,7 @@ class Run:
         return (f"note: preset {self.config.preset} starts from the untrained model, which "
                 f"rarely writes the {self.task.family} response layout: its rewards seldom vary "
                 "within a group, and a step without that trains nothing (every committed smoke "
-                "BFCL run of GRPO, GDPO and MRTPO had loss 0); --warm-start (the smoke-learn "
+                "BFCL run had loss 0 at every step); --warm-start (the smoke-learn "
                 "preset) first fine-tunes it on the training set's reference answers")
 
     def seed_runs(self, benchmark: cfg.RunConfig | None = None) -> list:

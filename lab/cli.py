@@ -13,6 +13,21 @@ from harness.assets import MissingAssetError
 
 from lab.flags import (WHAT, add_config_flags, formatter, overrides_from, plugin_entries,
                        unknown_flag_hint)
+from lab.summary import signal_note, summary_table, training_rewards
+
+
+def prog() -> str:
+    """How this program was called, to repeat in usage and hints: the interpreter's path
+    relative to the working folder when it is under it (``.venv/bin/python -m harness``, the
+    way that works from a fresh shell), else ``python -m harness``."""
+    import os
+
+    exe = Path(sys.executable)
+    try:
+        rel = exe.relative_to(Path.cwd())
+    except ValueError:
+        return "python -m harness"
+    return f"{rel.as_posix() if os.sep == '/' else rel} -m harness"
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,77 +47,6 @@ def version() -> str:
     found = f"{names[0]} {installed(names[0])}" if names else "harness (not installed)"
     commit, dirty = provenance.commit_state()
     return f"{found} (commit {commit[:12]}{'-dirty' if dirty else ''})"
-
-
-def summary_table(config: cfg.RunConfig, runs: list, allow_mixed_code: bool = False) -> str:
-    """The seeds' headline metrics as mean ± std (``runs``: their ``SeedRun``s), pooled only
-    when one code version made them, as ``compare`` pools (``allow_mixed_code``: footnoted)."""
-    from harness.results import load_result
-    from lab.reports.aggregate import check_same_code
-    from lab.reports.tables import render
-    from tasks import TASKS
-
-    task = TASKS.get(config.task.task)
-    results = [load_result(run.result) for run in runs]
-    footnote = check_same_code([run.result for run in runs], results, allow_mixed_code)
-    columns = list(task.headline) or sorted(results[0]["metrics"])
-    data = {c: [r["metrics"][c] for r in results if c in r["metrics"]] for c in columns}
-    steps = [r["train"].get("time/step/mean") for r in results]
-    data["s/step"] = [s for s in steps if s is not None]
-    title = (f"{config.task.task} | model {config.model.model} | setting "
-             f"{runs[0].folder.name} | mean ± sample std over seeds")
-    table = render([(config.method.method, data)], [*columns, "s/step"], title)
-    return table + (f"\n{footnote}" if footnote else "")
-
-
-def training_rewards(runs: list) -> str:
-    """Each reward's training mean at the first and the last step (mean over seeds), from the
-    stored per-step logs of these ``SeedRun``s; empty when no seed has steps."""
-    import math
-
-    from harness.results import read_train_log
-
-    logs = []
-    for run in runs:
-        rows = read_train_log(run.train_log) if run.train_log.is_file() else []
-        if rows:
-            logs.append((rows[0], rows[-1]))
-    if not logs:
-        return ""
-    keys = [k for k in logs[0][0] if k.startswith("reward/")] + ["format_rate",
-                                                                  "groups_with_signal"]
-
-    def mean(values):
-        values = [v for v in values if v is not None and not math.isnan(v)]
-        return sum(values) / len(values) if values else float("nan")
-
-    steps = sorted({int(last["step"]) for _, last in logs})
-    out = [f"training rewards, step 1 -> step {'/'.join(map(str, steps))} "
-           f"(mean over {len(logs)} seed{'s' * (len(logs) > 1)}):"]
-    for k in keys:
-        first, last = mean([a.get(k) for a, _ in logs]), mean([b.get(k) for _, b in logs])
-        if math.isnan(first) and math.isnan(last):
-            continue
-        out.append(f"  {k.split('/')[-1]:<20} {first:7.2f} -> {last:7.2f}")
-    return "\n".join(out)
-
-
-def signal_note(config: cfg.RunConfig, runs: list) -> str:
-    """A warning when the seeds' updates changed nothing at any step (every advantage 0 and no
-    loss of the method's own): such a run compares nothing. '' when some step trained."""
-    from harness.results import read_train_log
-    from harness.train.store import trained_nothing
-
-    rows = [row for run in runs if run.train_log.is_file()
-            for row in read_train_log(run.train_log)]
-    if not rows or not all(trained_nothing(r) for r in rows):
-        return ""
-    hint = ("the smoke-learn preset warm-starts the model so that it does"
-            if not config.warmstart.warm_start else
-            "more steps, a larger --group-size or a longer warm start (--warm-start-steps) give "
-            "the rewards a chance to vary")
-    return (f"no reward signal: nothing was trained (every reward was the same within each "
-            f"group at all {len(rows)} steps, so every advantage was 0); {hint}")
 
 
 def seed_count(text: str) -> int:
@@ -136,8 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = overrides_from(args)
     missing = [f"--{k}" for k in ("method", "task") if k not in overrides]
     if missing:
-        print(f"error: say what to run: {' and '.join(missing)} (`harness run --method NAME "
-              "--task NAME`; `harness list` shows the names, --dry-run the resolved settings "
+        print(f"error: say what to run: {' and '.join(missing)} (`{prog()} run --method NAME "
+              f"--task NAME`; `{prog()} list` shows the names, --dry-run the resolved settings "
               "without running)", file=sys.stderr)
         return 2
     seeds = args.seed_list if args.seed_list is not None else list(range(args.seeds))
@@ -261,13 +205,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m harness", description=__doc__, formatter_class=formatter)
+    parser = Parser(prog=prog(), description=__doc__, formatter_class=formatter)
     parser.add_argument("--version", action="store_true",
                         help="the installed version and the checkout's commit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser("run", help="train and evaluate seeds; print mean ± std",
                          formatter_class=formatter,
-                         usage="python -m harness run --method NAME --task NAME [options]",
+                         usage=f"{prog()} run --method NAME --task NAME [options]",
                          description="Train and evaluate seeds of one setting, then print "
                                      "their mean ± std. Values in [brackets] are the default "
                                      "preset's (smoke); another --preset changes them.")
@@ -292,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "start nothing, write nothing")
     sft = sub.add_parser("sft", help="the supervised warm start of a run's settings (cached; "
                                      "`run --warm-start` uses it)", formatter_class=formatter,
-                         usage="python -m harness sft --task NAME [options]",
+                         usage=f"{prog()} sft --task NAME [options]",
                          description="Values in [brackets] are the default preset's "
                                      "(smoke-learn). Listed: the settings the warm start "
                                      "reads; a run's other flags are accepted too (so `sft` "
@@ -373,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = [u for u in unknown if not u.startswith("-")]
         print(f"error: {hints or 'unexpected arguments'}"
               + (f" (unexpected {' '.join(extra)})" if extra else "")
-              + f" (`python -m harness {args.command} --help` lists the flags)", file=sys.stderr)
+              + f" (`{prog()} {args.command} --help` lists the flags)", file=sys.stderr)
         return 2
     handlers = {"run": cmd_run, "sft": cmd_sft, "list": cmd_list, "score": lambda a: a.handler(a),
                 "explain": cmd_explain, "bench": lambda a: a.bench_fn(a),

@@ -25,7 +25,9 @@ torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 def options(**values):
     """A MethodOptions object (every registered option) with these values, defaults
     elsewhere."""
-    return options_class()(**values)
+    from common.options import from_section_dict
+
+    return from_section_dict(options_class(), values)
 
 
 def compute(name: str, batch: RolloutBatch, opts=None) -> AdvantageOutput:

@@ -56,18 +56,13 @@ def option_classes() -> tuple[type, ...]:
     return tuple(out)
 
 
-_CLASS: dict[tuple, type] = {}
-
-
 def options_class() -> type:
-    """``MethodOptions``: every registered option in one frozen dataclass (built once per set
-    of registered classes)."""
+    """``MethodOptions``: every registered option in one frozen dataclass, made once (at first
+    use, after the built-in methods registered; a plugin's options are read from it too)."""
     global MethodOptions
-    classes = option_classes()
-    if classes not in _CLASS:
-        _CLASS[classes] = make_options_class("MethodOptions", __name__, classes)
-    MethodOptions = _CLASS[classes]
+    if MethodOptions is type(None):
+        MethodOptions = make_options_class("MethodOptions", __name__, option_classes)
     return MethodOptions
 
 
-MethodOptions: type = type(None)  # bound by options_class()
+MethodOptions: type = type(None)  # bound once, by options_class()

@@ -210,10 +210,13 @@ def test_no_config_class_is_replaced_when_a_plugin_registers_options():
     from harness import config as cfg
     from harness.plugins import load_plugins
 
-    classes = dict(cfg.SECTION_TYPES)
+    import methods
+
+    classes, options = dict(cfg.SECTION_TYPES), methods.options_class()
     before = cfg.resolve("smoke", {})
     load_plugins((str(ROOT / "tests" / "plugins" / "tail_method.py"),))
     assert cfg.SECTION_TYPES == classes and cfg.MethodConfig is classes["method"]
+    assert methods.options_class() is options and methods.options(tail_tokens=3).tail_tokens == 3
     assert before.method.tail_tokens == 2  # the plugin's default, read from the older config
     after = cfg.resolve("smoke", {"method": "tail", "tail_tokens": 3})
     assert type(after.method) is type(before.method) and after.method.tail_tokens == 3

@@ -210,7 +210,9 @@ def test_help_is_grouped_with_defaults_method_and_task_first(capsys):
         cli.main(["run", "--help"])
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == "usage: python -m harness run --method NAME --task NAME [options]"
+    # the program as it was called (from a fresh shell: the project's interpreter)
+    assert lines[0] == f"usage: {cli.prog()} run --method NAME --task NAME [options]"
+    assert cli.prog() in ("python -m harness", ".venv/bin/python -m harness")
     flags = [line.split()[0] for line in lines if line.startswith("  --")]
     assert flags[:2] == ["--method", "--task"]
     for group in ("what to run:", "rollouts and engine:", "evaluation:", "tracking:",

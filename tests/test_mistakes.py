@@ -24,7 +24,10 @@ def _setup(tmp: Path) -> dict[str, str]:
     (tmp / "builtin.py").write_text("import methods\nimport methods.gdpo\n"
                                     "methods.METHODS.add('gdpo', methods.METHODS.get('gdpo'))\n")
     (tmp / "broken_import.py").write_text("import zz_not_installed_anywhere\n")
-    return {"FILE": str(tmp / "a-file"), "SPIDER": str(tmp / "spider-only"),
+    other = tmp / "ckpt" / "bfcl" / "gdpo" / "smollm2-135m-instruct" / "smoke" / "seed0"
+    other.mkdir(parents=True)  # checkpoints another setting wrote
+    (other / "settings.json").write_text('{"config_hash": "0000", "workers": 1}')
+    return {"CKPT": str(tmp / "ckpt"), "FILE": str(tmp / "a-file"), "SPIDER": str(tmp / "spider-only"),
             "EMPTY": str(tmp / "empty-model"), "SYNTAX": str(tmp / "syntax.py"),
             "BUILTIN": str(tmp / "builtin.py"), "BROKEN": str(tmp / "broken_import.py"),
             "PROC": "/proc/harness-x/runs"}
@@ -83,6 +86,8 @@ MISTAKES = [
      "method 'gdpo' is built-in"),
     ("plugin importing what is not installed", ["--plugin", "BROKEN"], "gdpo", "bfcl",
      "broken_import.py:1: ModuleNotFoundError"),
+    ("checkpoints of other settings", ["--checkpoint-dir", "CKPT"], "gdpo", "bfcl",
+     "holds checkpoints of other settings"),
     ("plugin file that does not exist", ["--plugin", NOWHERE + ".py"], "gdpo", "bfcl",
      "the file does not exist"),
 ]
@@ -241,7 +246,7 @@ def test_ctrl_c_is_one_line_naming_the_last_checkpoint_and_the_same_command(guar
 
 def test_a_run_says_before_and_after_when_nothing_may_train(guarded, capsys, tmp_path):
     from harness import run as runs
-    from lab.cli import signal_note
+    from lab.summary import signal_note
 
     argv = ["run", "--task", "bfcl", "--results-dir", str(guarded / "runs"), "--dry-run"]
     assert cli.main([*argv, "--method", "gdpo"]) == 0
