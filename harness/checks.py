@@ -141,6 +141,10 @@ def settings_problems(config: RunConfig, world: int | None = None,
     ws = config.warmstart
     if ws.warm_start and min(ws.warm_start_steps, ws.warm_start_batch) < 1:
         out.append("warm_start_steps and warm_start_batch must be 1 or more")
+    elif ws.warm_start and world >= 1 and ws.warm_start_batch % world:
+        out.append(f"warm_start_batch ({ws.warm_start_batch}) is not divisible by workers "
+                   f"({world}): each worker takes an equal share; use --warm-start-batch "
+                   f"{(ws.warm_start_batch // world + 1) * world}")
     if ws.warm_start and not ws.warm_start_lr > 0:
         out.append(f"warm_start_lr is {ws.warm_start_lr}; use a positive --warm-start-lr")
     if ws.warm_start_layers < 0:

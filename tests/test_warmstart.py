@@ -76,6 +76,9 @@ def test_cache_key_changes_with_every_setting():
         cache.cache_key(replace(base, model=replace(base.model, dtype="bfloat16")), "data"),
         cache.cache_key(replace(base, rollout=replace(base.rollout, max_prompt_tokens=64)),
                         "data"),
+        # the warm start's optimizer reads these two training settings
+        cache.cache_key(replace(base, training=replace(base.training, weight_decay=0.1)), "data"),
+        cache.cache_key(replace(base, training=replace(base.training, grad_clip=0.5)), "data"),
     ]
     assert len({key, *changed}) == len(changed) + 1
     # what does not change the weights does not change the key: the RL seed, the method

@@ -36,6 +36,9 @@ def key_fields(config: RunConfig, data_hash: str) -> dict:
         "layers": w.warm_start_layers,
         "seed": w.warm_start_seed,
         "max_prompt_tokens": config.rollout.max_prompt_tokens,
+        # the warm start's optimizer reads these from the run's training settings
+        "weight_decay": config.training.weight_decay,
+        "grad_clip": config.training.grad_clip,
     }
 
 
