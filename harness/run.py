@@ -39,6 +39,11 @@ class Run:
     purpose: str = "run"  # "run" (RL, evaluated), "sft" (the warm start alone)
 
     @property
+    def options(self) -> Any:
+        """The method's options object (every registered option, this run's values)."""
+        return self.config.method.options()
+
+    @property
     def benchmarks(self) -> tuple[cfg.RunConfig, ...]:
         """One config per benchmark evaluated after the one training (``--also-evaluate``)."""
         return tuple(cfg.evaluations(self.config))

@@ -48,7 +48,7 @@ class Trainer:
         self.rank, self.world = eng.rank(), eng.world_size()
         self.task: Task = resolved.task
         self.method = resolved.method
-        self.options = config.method.options()
+        self.options = resolved.options
         t = config.training
         # the same checks as before Ray started, now with the process group's actual size
         # (an in-process Trainer was never validated)
