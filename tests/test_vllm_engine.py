@@ -239,8 +239,9 @@ class StandInLLM:
     """vLLM's ``LLM`` surface as the engine uses it, over a plain HF model on CPU: generate
     with prompt log-probs (prompts positional-only), sleep / wake_up with vLLM's sleeping
     state (``llm_engine.is_sleeping``), collective_rpc of a function of the worker (whose
-    ``model_runner.model`` reports vLLM's fused names and whose ``reload_weights`` loads HF
-    names, leaving what is not sent as it was), collective_rpc("reload_weights") (the
+    ``model_runner.get_model()`` reports vLLM's fused names and whose ``reload_weights`` loads
+    HF names, leaving what is not sent as it was, inside the config context the worker's own
+    ``reload_weights`` sets, as vLLM's does), collective_rpc("reload_weights") (the
     checkpoint's weights back), reset_prefix_cache.
 
     ``lose_weights_on_wake``: waking scrambles the weights (a lost buffer); ``paused``: the
@@ -259,14 +260,27 @@ class StandInLLM:
         self.llm_engine = SimpleNamespace(is_sleeping=lambda: self.stuck or bool(self.asleep))
         self.frozen, self.drop = frozen, drop
 
+        context: list[bool] = []  # vLLM's current config, set by the worker around a reload
+
         def reload_weights(weights_iterator=None, is_checkpoint_format=True):
+            if not context:  # as vLLM 0.33 where a layer reads the config while it loads
+                raise AssertionError("reload_weights outside set_current_vllm_config")
             params = dict(model.named_parameters())
             with torch.no_grad():
                 for name, tensor in weights_iterator:
                     if not self.frozen and name != self.drop:
                         params[name].copy_(tensor.to(params[name].dtype))
-        self.worker = SimpleNamespace(model_runner=SimpleNamespace(
-            model=FusedView(model, repacked), reload_weights=reload_weights))
+
+        def worker_reload(*args, **kwargs):  # vLLM's Worker.reload_weights
+            context.append(True)
+            try:
+                runner.reload_weights(*args, **kwargs)
+            finally:
+                context.pop()
+        view = FusedView(model, repacked)
+        runner = SimpleNamespace(model=view, get_model=lambda: view,
+                                 reload_weights=reload_weights)
+        self.worker = SimpleNamespace(model_runner=runner, reload_weights=worker_reload)
 
     def collective_rpc(self, method, /, args=()):
         self.calls.append(f"collective_rpc({getattr(method, '__name__', method)})")

@@ -145,6 +145,33 @@ def test_after_each_sync_the_weights_read_back_exactly_and_a_stale_one_is_caught
     engine.sync(SimpleNamespace(module=policy))  # back, for the tests that follow
 
 
+def test_a_reload_that_drops_a_tensor_makes_the_sync_itself_fail(engine, policy, monkeypatch):
+    """The sync's own read-back check, not a later probe: vLLM's reload is fed every tensor but
+    loads one of them nowhere (as a renamed or skipped parameter would), so the engine keeps
+    the old value where the policy moved, and ``sync`` must refuse."""
+    import copy
+
+    from harness.rollouts import vllm_calls
+
+    dropped = "model.norm.weight"
+    engine.sync(SimpleNamespace(module=policy))  # the first sync finds what it reads back
+    assert dropped in engine.readback
+    stepped = copy.deepcopy(policy)
+    with torch.no_grad():
+        dict(stepped.named_parameters())[dropped].add_(0.05)  # past bf16 rounding, tiny to a probe
+    reload = vllm_calls.reload
+
+    def dropping(worker, weights):
+        return reload(worker, ((n, t) for n, t in weights if n != dropped))
+
+    monkeypatch.setattr(vllm_calls, "reload", dropping)
+    with pytest.raises(Exception, match=dropped.replace(".", r"\.")):
+        engine.sync(SimpleNamespace(module=stepped))
+    monkeypatch.setattr(vllm_calls, "reload", reload)
+    engine.sync(SimpleNamespace(module=policy))  # back, for the tests that follow
+    assert engine.stale(policy.named_parameters()) == []
+
+
 def test_a_sync_reaches_the_repacked_linear_weights(engine, policy):
     import copy
 
@@ -253,10 +280,17 @@ def test_two_grpo_steps_through_ray_train_and_zero3_then_an_evaluation(tmp_path)
     steps = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(steps) == 2
     for s in steps:
+        if s["optimizer_steps"] == 0:  # no update: the engine holds these weights already
+            assert s["sync/skipped"] == 1.0 and "vllm/readback_tensors" not in s
+            continue
         assert s["vllm/readback_tensors"] == 62  # every sync read back
         assert s["vllm/sync_logprob_gap"] < 0.05
     gaps = [s["rollout/logprob_gap"] for s in steps if "rollout/logprob_gap" in s]
     assert gaps and max(gaps) < 0.05, steps
+    # what the GPU check's train stage asserts of its run: an update reached the engine
+    from lab import train_check
+
+    assert train_check.main([str(tmp_path)]) == 0
     assert log.with_name("seed0.json").is_file()
     assert len(log.with_name("seed0.predictions.jsonl").read_text().splitlines()) == 4
 
@@ -270,5 +304,6 @@ def test_the_gpu_check_rehearses_on_this_cpu_up_to_its_first_cuda_stage():
     for stage in ("python", "assets", "versions", "api", "engine"):
         assert f"== {stage} (limit" in done.stdout and f"   {stage}: done in" in done.stdout
     assert "== train: needs CUDA; on a GPU this check would run next" in done.stdout
-    assert "--engine vllm --use-gpu" in " ".join(done.stdout.split())
+    shown = " ".join(done.stdout.split())
+    assert "--task ifeval --method grpo --engine vllm --use-gpu" in shown and "--steps 3" in shown
     assert (ROOT / "runs/gpu-check/engine.log").is_file()

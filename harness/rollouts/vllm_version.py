@@ -56,9 +56,17 @@ VLLM_API: tuple[tuple[str, str | None, tuple[str, ...], tuple[str, ...]], ...] =
     ("vllm.LLM", "reset_prefix_cache", (), ()),
     ("vllm.LLM", "collective_rpc", ("method",), ("args",)),
     ("vllm.v1.engine.llm_engine.LLMEngine", "is_sleeping", (), ()),
-    # the in-place reload both builds' model runners have (the CPU runner is a subclass)
+    # the in-place reload, called through the worker (it sets vLLM's config context around
+    # the runner's): both builds' workers (the CPU worker is a subclass), and the keywords
+    # reach the model runner that runs, V1's (the CPU runner is a subclass) or, on CUDA with
+    # Triton, Model Runner V2's
+    ("vllm.v1.worker.gpu_worker.Worker", "reload_weights", (), ()),
     ("vllm.v1.worker.gpu_model_runner.GPUModelRunner", "reload_weights", (),
      ("weights_iterator", "is_checkpoint_format")),
+    ("vllm.v1.worker.gpu.model_runner.GPUModelRunner", "reload_weights", (),
+     ("weights_iterator", "is_checkpoint_format")),
+    ("vllm.v1.worker.gpu_model_runner.GPUModelRunner", "get_model", (), ()),
+    ("vllm.v1.worker.gpu.model_runner.GPUModelRunner", "get_model", (), ()),
     ("vllm.SamplingParams", None, (), ("n", "temperature", "top_p", "top_k", "max_tokens",
                                        "seed", "stop_token_ids", "logprobs", "prompt_logprobs",
                                        "detokenize")),

@@ -157,6 +157,7 @@ def update(engine, ds_config: dict, world: int, data: StepData, method, options,
     if not stats:  # nothing ran: every advantage was 0, and so is the policy-gradient loss
         out.update(loss=0.0, pg_loss=0.0)
     out["skipped_updates"] = float(skipped)
+    out["optimizer_steps"] = float(stepped)  # the same on every rank (plan agrees on chunks)
     out["update_rows"] = float(forwarded)
     norm = (engine.get_global_grad_norm() if plain_norm is None else plain_norm) \
         if stepped else None
