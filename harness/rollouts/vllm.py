@@ -30,7 +30,7 @@ from harness.rollouts.vllm_calls import (check_lengths, empty_torch_cache, promp
                                          sampling_kwargs, to_rollout)
 from harness.rollouts.vllm_sync import (SyncRecord, buckets, check_complete, check_gap,
                                         check_readback, checksum, engine_tensor,
-                                        first_sync_gap, head_name,
+                                        first_probe, head_name,
                                         model_parameter_names, policy_logprobs,
                                         readable_names, readback_problems)
 from harness.rollouts.vllm_version import installed, installed_problem
@@ -99,6 +99,7 @@ class VLLMRollout:
         # the output head's weight (read back through its kernel; None: not checked)
         self.readback: list[str] | None = None
         self.head: str | None = None
+        self._truncated: bool | None = None  # see reports_truncated
 
     @classmethod
     def build(cls, source: str, tokenizer, seed: int, dtype: str, max_model_len: int,
@@ -160,10 +161,9 @@ class VLLMRollout:
                                                   for s in seeds],
                                  use_tqdm=False)
         ids = [[list(c.token_ids) for c in o.outputs] for o in outs]
-        if sampling.get("logprobs") is None:
-            return ids, None
-        return ids, [[[pos[tok].logprob for pos, tok in zip(c.logprobs, c.token_ids)]
-                      for c in o.outputs] for o in outs]
+        return ids, None if sampling.get("logprobs") is None else [
+            [[pos[tok].logprob for pos, tok in zip(c.logprobs, c.token_ids)] for c in o.outputs]
+            for o in outs]
 
     def generate(self, examples: Sequence[Example], n: int, max_new_tokens: int,
                  temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
@@ -173,13 +173,27 @@ class VLLMRollout:
         """``n`` responses per example, with the log-prob each sampled token was drawn with
         (``Rollout.logprobs``; None for greedy). ``share_prefill``: always (prefix caching)."""
         ids = prompt_ids if prompt_ids is not None else self.encode(examples)
+        truncates = not greedy and (top_k > 0 or top_p < 1.0) and self.reports_truncated()
         comps, logps = self._generate(ids, **sampling_kwargs(n, max_new_tokens, temperature,
                                                              top_p, top_k, greedy, seed,
                                                              self.eos_ids))
-        return to_rollout(ids, comps, self.tokenizer.pad_token_id, self.eos_ids,
-                          lambda rows: self.tokenizer.batch_decode(rows,
-                                                                   skip_special_tokens=True),
-                          logps)
+        out = to_rollout(ids, comps, self.tokenizer.pad_token_id, self.eos_ids,
+                         lambda rows: self.tokenizer.batch_decode(rows,
+                                                                  skip_special_tokens=True),
+                         logps)
+        out.logprobs_truncated = truncates
+        return out
+
+    def reports_truncated(self) -> bool:
+        """Whether the engine reports a sampled token's log-prob after top-k/top-p (renormalised
+        over the kept tokens: V1's sampler) or before (the policy's definition). Asked of the
+        engine once, not of its version: a token sampled with top-k 1 after a one-token prompt
+        has log-prob 0 after the truncation, below 0 before it."""
+        if self._truncated is None:
+            _, logps = self._generate([self.probe[:1]], **sampling_kwargs(
+                1, 1, 1.0, 1.0, 1, False, 0, self.eos_ids))
+            self._truncated = logps[0][0][0] > -1e-6
+        return self._truncated
 
     def generate_eval(self, examples: Sequence[Example], max_new_tokens: int,
                       batch_size: int, progress=None) -> list[str]:
@@ -369,19 +383,8 @@ class VLLMRollout:
         """The probe's mean gap: the first one measured and reported, later ones checked
         against it (``check_gap``)."""
         if self.first_probe is None:
-            import logging
-            import warnings
-
-            mean, worst, warning = first_sync_gap(policy, engine, self.tolerance)
-            self.first_probe = {"policy": policy.tolist(), "engine": engine.tolist(),
-                                "mean": mean, "max": worst}
-            logging.getLogger(__name__).warning(
-                "vLLM first-sync probe: mean gap %.5f, max %.5f; policy log-probs %s; engine "
-                "log-probs %s", mean, worst, [round(x, 4) for x in policy.tolist()],
-                [round(x, 4) for x in engine.tolist()])
-            if warning:
-                warnings.warn(warning, RuntimeWarning, stacklevel=2)
-            return mean
+            self.first_probe = first_probe(policy, engine, self.tolerance)
+            return self.first_probe["mean"]
         return check_gap(policy, engine, self.tolerance, f"after sync {self.synced}",
                          baseline=self.first_probe["mean"])
 

@@ -106,6 +106,22 @@ def first_sync_gap(policy: torch.Tensor, engine: torch.Tensor, tolerance: float
     return mean, worst, warning
 
 
+def first_probe(policy: torch.Tensor, engine: torch.Tensor, tolerance: float) -> dict:
+    """The first sync's probe (``first_sync_gap``) as the engine keeps it, logged with both
+    sides' log-probs; a warning when it is above ``tolerance``."""
+    import logging
+    import warnings
+
+    mean, worst, warning = first_sync_gap(policy, engine, tolerance)
+    logging.getLogger("harness.rollouts.vllm").warning(
+        "vLLM first-sync probe: mean gap %.5f, max %.5f; policy log-probs %s; engine "
+        "log-probs %s", mean, worst, [round(x, 4) for x in policy.tolist()],
+        [round(x, 4) for x in engine.tolist()])
+    if warning:
+        warnings.warn(warning, RuntimeWarning, stacklevel=3)
+    return {"policy": policy.tolist(), "engine": engine.tolist(), "mean": mean, "max": worst}
+
+
 def missing_names(sent: Iterable[str], expected: Iterable[str]) -> list[str]:
     """The expected HF parameter names a sync does not send, sorted."""
     return sorted(set(expected) - set(sent))

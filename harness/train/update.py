@@ -88,6 +88,28 @@ def sampling_gap(logp: torch.Tensor, engine_logp: torch.Tensor, mask: torch.Tens
     return float(diff.sum()), float(diff.max()), int(diff.numel())
 
 
+def as_sampled(logp: torch.Tensor, logits: torch.Tensor, tokens: torch.Tensor,
+               truncated: bool, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """[n, T] the policy's log-probs of the sampled tokens under the definition the engine
+    reports its own in: at the temperature (``logp`` itself), or, for an engine that reports
+    them after top-k/top-p (``Rollout.logprobs_truncated``), renormalised over the tokens
+    top-k/top-p keep, as its sampler computes them (``logits`` [n, T, V], unscaled; row by row,
+    without gradient). A sampled token our filter drops (a tie at the boundary, bf16 against
+    fp32) keeps the untruncated value, which differs by the log of the kept mass only."""
+    if not truncated or (not top_k and top_p >= 1.0):
+        return logp
+    from harness.rollouts.lean import filter_logits
+
+    rows = []
+    with torch.no_grad():
+        for r in range(logits.shape[0]):
+            kept = filter_logits(logits[r].float() / temperature, top_k, top_p)
+            lp = kept.log_softmax(dim=-1).gather(1, tokens[r].to(kept.device)[:, None])[:, 0]
+            rows.append(lp.cpu())
+    out = torch.stack(rows).to(logp.dtype)
+    return torch.where(torch.isinf(out), logp.detach().cpu(), out)
+
+
 def check_sampling_gap(total: float, worst: float, tokens: int, tolerance: float) -> float:
     """The mean gap; raise past ``tolerance`` (the engine sampled from another policy)."""
     mean = total / tokens
@@ -137,7 +159,12 @@ def update(engine, ds_config: dict, world: int, data: StepData, method, options,
                 loss, info = micro_loss(logp, logits, rows, data, method, options, config, agg,
                                         mb)
                 if engine_logp is not None and stepped == 1:  # the policy that sampled
-                    g = sampling_gap(logp.detach().cpu(), engine_logp[rows], mask_all[rows])
+                    r = config.rollout
+                    mine = as_sampled(logp.detach().cpu(), logits,
+                                      data.rollout.response_ids[rows],
+                                      data.rollout.logprobs_truncated, r.temperature, r.top_k,
+                                      r.top_p)
+                    g = sampling_gap(mine, engine_logp[rows], mask_all[rows])
                     gap = [gap[0] + g[0], max(gap[1], g[1]), gap[2] + g[2]]
                 # the optimizer steps after this mini-batch's last micro-batch, however many
                 # ran (DeepSpeed's own count assumes all of them)
