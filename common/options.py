@@ -98,6 +98,12 @@ def later_fields(cls: type) -> list[dataclasses.Field]:
     return [f for f in merged_fields(cls._option_classes()) if f.name not in own]
 
 
+def option_fields(cls: type) -> list[dataclasses.Field]:
+    """Every option an open class's instance reads: its own fields, then those registered
+    later."""
+    return [*own_fields(cls), *later_fields(cls)]
+
+
 def with_values(obj: Any, values: dict[str, Any]) -> Any:
     """``dataclasses.replace`` of an open class's instance: fields of its class, and options
     registered later (kept by name, sorted, without those at their defaults). An unknown name

@@ -172,11 +172,10 @@ def model_problems(config: RunConfig, here: bool = True) -> list[str]:
     from pathlib import Path
 
     from harness.models import EMBEDDED
-    from harness.presets import PRESETS
+    from harness.presets import published
 
     m = config.model
-    paper = PRESETS.get(config.preset).published if config.preset in PRESETS else False
-    if paper and m.model in EMBEDDED:
+    if published(config.preset) and m.model in EMBEDDED:
         return [f"preset {config.preset!r} trains a paper model, not the embedded {m.model!r}; "
                 "pass --model FOLDER (an HF model folder) or --model-dir DIR holding it"]
     if not here or m.model in EMBEDDED:

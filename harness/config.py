@@ -14,8 +14,8 @@ from typing import Any
 import methods
 import tasks  # noqa: F401  (its families register their options)
 from common.registry import did_you_mean
-from common.options import (from_section_dict, later_fields, open_dataclass, option,
-                            own_fields, section_dict, with_values)
+from common.options import (from_section_dict, open_dataclass, option, option_fields,
+                            section_dict, with_values)
 from harness import plugins
 from harness.presets import PRESETS
 from methods.base import make_options_class
@@ -155,8 +155,7 @@ def _method_config() -> type:
     def options(self):
         """The method options (methods.options_class()) with this config's values."""
         kind = methods.options_class()
-        return methods.options(**{f.name: getattr(self, f.name)
-                                  for f in [*own_fields(kind), *later_fields(kind)]})
+        return methods.options(**{f.name: getattr(self, f.name) for f in option_fields(kind)})
 
     cls.options = options
     return cls
@@ -272,7 +271,7 @@ def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     """flag name -> (section or None, field). Raises if two sections share a field name."""
     out: dict[str, tuple[str | None, dataclasses.Field]] = {}
     for section, cls in SECTION_TYPES.items():
-        for f in [*own_fields(cls), *later_fields(cls)]:  # a plugin's options too
+        for f in option_fields(cls):  # a plugin's options too
             if f.name in out:
                 raise RuntimeError(f"config field {f.name!r} appears in two sections")
             out[f.name] = (section, f)

@@ -21,16 +21,15 @@ def intended_train_set(config: RunConfig) -> TrainSet:
     name a run's folder on a machine without the data): ``--train-data`` if given; else the
     task's first set in order of preference, passing over the sets read from a data folder
     unless ``--data-dir`` is given or the preset is a paper setting (``Preset.published``)."""
-    from harness.presets import PRESETS
+    from harness.presets import published
 
     task = TASKS.get(config.task.task)
     if config.task.train_data:
         return TRAIN_SETS.get(config.task.train_data).configured(config.task)
-    published = config.task.data_dir is not None or (
-        config.preset in PRESETS and PRESETS.get(config.preset).published)
+    wants_published = config.task.data_dir is not None or published(config.preset)
     for name in task.train_sets:
         ts = TRAIN_SETS.get(name)
-        if published or not ts.needs_data_dir:
+        if wants_published or not ts.needs_data_dir:
             return ts.configured(config.task)
     raise ValueError(f"task {task.name!r} has no offline training set; pass --data-dir")
 
@@ -40,12 +39,11 @@ def choose_train_set(config: RunConfig) -> TrainSet:
     never replaced by another: a ``--data-dir`` must exist and hold it; a paper preset reads
     published data only; an offline generator is read only when asked (``--train-data``) or
     by a smoke preset without ``--data-dir``. ValueError says what is missing and the fix."""
-    from harness.presets import PRESETS
+    from harness.presets import published
 
     task = TASKS.get(config.task.task)
     data_dir = config.task.data_dir
-    paper = config.preset if (config.preset in PRESETS
-                              and PRESETS.get(config.preset).published) else None
+    paper = config.preset if published(config.preset) else None
     if data_dir is not None and not Path(data_dir).expanduser().is_dir():
         what = "is a file" if Path(data_dir).expanduser().exists() else "does not exist"
         raise ValueError(f"--data-dir {data_dir} {what}; give the folder that holds the "
@@ -119,9 +117,14 @@ def stratified_subset(examples: Sequence[Example], limit: int, seed: int) -> lis
     return [examples[i] for i in sorted(chosen)]
 
 
+def benchmark_items(task: Task, config: RunConfig) -> list[Example]:
+    """Every item of the run's benchmark (before ``--eval-limit``'s subset)."""
+    return task.load_eval(Path(config.task.data_dir) if config.task.data_dir else None)
+
+
 def load_eval(task: Task, config: RunConfig) -> list[Example]:
-    data_dir = Path(config.task.data_dir) if config.task.data_dir else None
-    return stratified_subset(task.load_eval(data_dir), config.task.eval_limit,
+    """The items the run evaluates: the benchmark's, or its ``--eval-limit`` subset."""
+    return stratified_subset(benchmark_items(task, config), config.task.eval_limit,
                              config.task.eval_seed)
 
 

@@ -26,17 +26,13 @@ def stale_seeds(config: cfg.RunConfig, seeds: list[int]) -> dict[int, str]:
     """Stored seeds (of any benchmark of the run) made by other code than this tree's: seed ->
     its fingerprint (``compare`` and the tables refuse to pool them with this code's)."""
     from harness import provenance
-    from harness.results import load_result, stored_seeds
+    from harness.results import stored_fingerprints
 
     ours = provenance.current(plugins=config.plugins)["fingerprint"]
     out: dict[int, str] = {}
-    for c in cfg.evaluations(config):
-        stored = stored_seeds(c)
-        for s in seeds:
-            if s in stored and s not in out:
-                theirs = provenance.of_result(load_result(stored[s]))["fingerprint"]
-                if theirs != ours:
-                    out[s] = theirs
+    for s, theirs in stored_fingerprints(config, seeds).values():
+        if theirs != ours:
+            out.setdefault(s, theirs)
     return out
 
 

@@ -163,10 +163,10 @@ def data_problems(run) -> list[str]:
     warm start needs reference answers that are no benchmark item's."""
     from harness import checks
     from harness.assets import MissingAssetError
-    from harness.data import load_eval, load_train
+    from harness.data import benchmark_items, load_train
 
     config, out = run.config, []
-    train = None
+    train = items = None
     if run.train_problem:
         out.append(run.train_problem)
     else:
@@ -174,9 +174,9 @@ def data_problems(run) -> list[str]:
             train = load_train(config)
         except (ValueError, FileNotFoundError, MissingAssetError) as exc:
             out.append(f"training set: {exc}")
-    try:
-        benchmark = load_eval(run.task, config)
-        if not benchmark:
+    try:  # the whole benchmark: its --eval-limit subset is empty only when it is
+        items = benchmark_items(run.task, config)
+        if not items:
             out.append(f"benchmark {config.task.task!r} has no items")
     except (ValueError, FileNotFoundError, MissingAssetError) as exc:
         out.append(f"benchmark: {exc}")
@@ -184,22 +184,24 @@ def data_problems(run) -> list[str]:
         if run.purpose == "run":
             out += checks.verifier_info_problems(config, train)
         if config.warmstart.warm_start:
-            out += warm_start_problems(run)
+            out += warm_start_problems(run, items)
     return out + checks.task_problems(config)
 
 
-def warm_start_problems(run) -> list[str]:
+def warm_start_problems(run, benchmark) -> list[str]:
     """The warm start imitates the training set's reference answers: the set must have them
-    in a response layout, and none may be a benchmark item (checked here, not after Ray)."""
+    in a response layout, and none may be a benchmark item (checked here, not after Ray).
+    ``benchmark``: the benchmark's items, read once by the caller (None: they could not be
+    read, a problem listed already)."""
     from harness.assets import MissingAssetError
-    from harness.warmstart.data import demonstrations
-    from harness.warmstart.sft import benchmark_items_problem
+    from harness.warmstart.data import benchmark_items_problem, demonstrations
 
     try:
         demos = demonstrations(run.config)
     except (ValueError, FileNotFoundError, MissingAssetError) as exc:
         return [f"warm start: {exc}"]
-    problem = benchmark_items_problem(run.config, demos)
+    problem = None if benchmark is None else benchmark_items_problem(run.config, demos,
+                                                                     benchmark)
     return [f"warm start: {problem}"] if problem else []
 
 
@@ -257,31 +259,31 @@ def stored_problems(run) -> list[str]:
     of one code version, unless the run remakes them (``--rerun-stale``, ``--force``) or pools
     them on purpose (``--allow-mixed-code``)."""
     from harness import provenance
-    from harness.results import check_stored, load_result, stored_seeds
+    from harness.results import check_stored, stored_fingerprints, stored_seeds
 
     if run.train_problem:
         return []
     out = checkpoint_problems(run)
     if run.force:
         return out
-    kept, todo = {}, False
     for c in run.benchmarks:
         stored = stored_seeds(c)
         for s in run.seeds:
-            if s not in stored:
-                todo = True
-                continue
-            try:
-                check_stored(replace(c, seed=s), stored[s])
-                kept[stored[s]] = provenance.of_result(load_result(stored[s]))["fingerprint"]
-            except ValueError as exc:
-                out.append(str(exc))
-    if out or not kept:
+            if s in stored:
+                try:
+                    check_stored(replace(c, seed=s), stored[s])
+                except ValueError as exc:
+                    out.append(str(exc))
+    kept = {} if out else {p: f for p, (_, f) in
+                           stored_fingerprints(run.config, run.seeds).items()}
+    if not kept:
         return out
+    wanted = len(run.seeds) * len(run.benchmarks)  # one result per seed and benchmark
+    todo = len(kept) < wanted
     ours = provenance.current(plugins=run.config.plugins)["fingerprint"]
     if run.rerun_stale:
         kept = {p: f for p, f in kept.items() if f == ours}
-        todo = todo or len(kept) < len(run.seeds) * len(run.benchmarks)
+        todo = len(kept) < wanted
     versions = set(kept.values()) | ({ours} if todo else set())
     if len(versions) > 1 and not run.allow_mixed_code:
         other = [f"{p} ({f})" for p, f in kept.items() if f != ours]

@@ -27,6 +27,13 @@ class Preset:
 
 
 PRESETS: Registry[Preset] = Registry("preset")
+
+
+def published(name: str) -> bool:
+    """Whether preset ``name`` is a paper setting (``Preset.published``); False for a name no
+    preset has (the run's resolution refuses that name itself)."""
+    return name in PRESETS and PRESETS.get(name).published
+
 # Paper Table 9 settings shared by the three task families (and the GDPO/ToolRL code's defaults)
 _PAPER_COMMON = {"lr": 1e-6, "max_prompt_tokens": 2048, "max_response_tokens": 1024,
                  "eval_max_response_tokens": 1024, "kl_coef": 0.0, "dtype": "bfloat16",

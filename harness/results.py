@@ -279,3 +279,18 @@ def stored_seeds(config: RunConfig) -> dict[int, Path]:
             if m:
                 out[int(m.group(1))] = p
     return out
+
+
+def stored_fingerprints(config: RunConfig, seeds) -> dict[Path, tuple[int, str]]:
+    """The stored results of these seeds on every benchmark of the run (``--also-evaluate``):
+    path -> (seed, the fingerprint of the code that made it)."""
+    from harness import provenance
+    from harness.config import evaluations
+
+    out: dict[Path, tuple[int, str]] = {}
+    for c in evaluations(config):
+        stored = stored_seeds(c)
+        for s in seeds:
+            if s in stored:
+                out[stored[s]] = (s, provenance.of_result(load_result(stored[s]))["fingerprint"])
+    return out

@@ -49,13 +49,20 @@ class Run:
         return tuple(cfg.evaluations(self.config))
 
     @property
-    def train_source(self) -> str:
-        """Where the training set is read from, for the run's first lines."""
-        if self.train_set is None:
-            return "none"
-        if self.train_set.needs_data_dir:
-            return f"{self.train_set.name}, read from {self.config.task.data_dir}"
-        return f"{self.train_set.name} (offline generator)"
+    def training_line(self) -> str:
+        """The run's first line: the training set, where it is read from, and what the run
+        trains on it (RL steps, or the warm start's)."""
+        ts, c = self.train_set, self.config
+        source = ("none" if ts is None else f"{ts.name}, read from {c.task.data_dir}"
+                  if ts.needs_data_dir else f"{ts.name} (offline generator)")
+        if self.purpose == "sft":
+            ws = c.warmstart
+            what = (f"a warm start of {ws.warm_start_steps} steps of {ws.warm_start_batch} "
+                    "demonstrations")
+        else:
+            what = (f"{c.training.steps} steps of {c.rollout.prompts_per_step} prompts x "
+                    f"{c.rollout.group_size} responses")
+        return f"training set: {source}; {what}"
 
     @property
     def untrained_note(self) -> str:

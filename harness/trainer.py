@@ -12,6 +12,7 @@ import copy
 import json
 import time
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -68,8 +69,8 @@ class Trainer:
                               dtype=config.model.dtype).to(device).eval()
 
         entry = resolved.engine
-        context = engine_context(config, self.task, self.tokenizer, source) if entry.sized \
-            else None
+        context = engine_context(config, resolved.evaluated, self.tokenizer, source) \
+            if entry.sized else None
         self.rollout = entry.build(config, source, self.tokenizer, plain_copy, context)
         self._mark("rollout_engine_built")
         # a plain copy of the current policy: the engine's own, or one of ours when a method
@@ -267,19 +268,19 @@ class Trainer:
 
 
 
-def engine_context(config: RunConfig, task: Task, tokenizer, source: str) -> int:
+def engine_context(config: RunConfig, evaluated: Sequence[tuple[RunConfig, Task]], tokenizer,
+                   source: str) -> int:
     """The longest prompt plus new tokens a run asks of its rollout engine: a training prompt
     (at most --max-prompt-tokens; longer ones are skipped) with its response, and the longest
-    evaluation prompt (none is skipped) with its response. Past the model's own context the
-    run fails here, before training, naming the item and the flags."""
+    evaluation prompt (none is skipped) with its response, over every benchmark the training
+    is evaluated on (``evaluated``: each one's config and task, ``Run.evaluated``). Past the
+    model's own context the run fails here, before training, naming the item and the flags."""
     from harness.models import resolve
     from harness.rollouts.base import encode_prompts
 
     r = config.rollout
     train = r.max_prompt_tokens + r.max_response_tokens
-    # every benchmark the training is evaluated on (``--also-evaluate``)
-    examples = [ex for c, other in of_config(config).evaluated
-                for ex in load_eval(task if c.task.task == task.name else other, c)]
+    examples = [ex for c, task in evaluated for ex in load_eval(task, c)]
     lengths = [len(i) for i in encode_prompts(tokenizer, examples)] if examples else []
     longest = max(range(len(lengths)), key=lengths.__getitem__) if lengths else None
     evaluation = lengths[longest] + r.eval_max_response_tokens if lengths else 0

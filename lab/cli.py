@@ -93,8 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return dry_run(run)
     validate(run)  # the verdict the dry run prints: nothing has started yet
     config = run.config
-    print(f"training set: {run.train_source}; {config.training.steps} steps of "
-          f"{config.rollout.prompts_per_step} prompts x {config.rollout.group_size} responses")
+    print(run.training_line)
     if run.untrained_note:
         print(run.untrained_note)
     seed_runs = run.seed_runs()  # each seed's files, resolved once

@@ -48,11 +48,7 @@ def dry_run(run, print=print) -> int:
     m, t = config.method.method, config.task.task
     print(f"{run.purpose}: method {m}, task {t}, model "
           f"{config.model.model}, preset {config.preset}")
-    ws = config.warmstart
-    print(f"training set: {run.train_source}; " + (
-        f"a warm start of {ws.warm_start_steps} steps of {ws.warm_start_batch} demonstrations"
-        if warm_start_only else f"{config.training.steps} steps of "
-        f"{config.rollout.prompts_per_step} prompts x {config.rollout.group_size} responses"))
+    print(run.training_line)
     if run.untrained_note:
         print(run.untrained_note)
     limit = config.task.eval_limit

@@ -800,10 +800,10 @@ def test_the_engine_context_holds_the_longest_evaluation_prompt_or_names_it():
     r = c.rollout
     assert longest + r.eval_max_response_tokens > r.max_prompt_tokens + r.max_response_tokens
     # sized by the evaluation's longest prompt, not the training prompts' limit alone
-    assert engine_context(c, task, tok, "smollm2-135m-instruct") == \
+    assert engine_context(c, [(c, task)], tok, "smollm2-135m-instruct") == \
         longest + r.eval_max_response_tokens
     too_long = replace(c, rollout=replace(r, eval_max_response_tokens=8192))
     with pytest.raises(ValueError, match=r"evaluation item .* has a prompt of \d+ tokens; with "
                                          r"--eval-max-response-tokens 8192 .* past the model's "
                                          r"context of 8192"):
-        engine_context(too_long, task, tok, "smollm2-135m-instruct")
+        engine_context(too_long, [(too_long, task)], tok, "smollm2-135m-instruct")

@@ -80,7 +80,8 @@ def engine(bfcl):
 
     from harness.trainer import engine_context
 
-    context = engine_context(bfcl.config, bfcl.task, bfcl.tokenizer, "smollm2-135m-instruct")
+    context = engine_context(bfcl.config, [(bfcl.config, bfcl.task)], bfcl.tokenizer,
+                             "smollm2-135m-instruct")
     random.seed(1)
     np.random.seed(2)
     torch.manual_seed(3)

@@ -13,10 +13,12 @@ from tasks.base import Example
 
 
 def trained_nothing(row: dict) -> bool:
-    """A step's log row whose update changed nothing: no response was forwarded for the update
-    (every advantage 0 and no loss term of the method's own), or a zero loss and gradient."""
-    if "update_rows" in row:
-        return row["update_rows"] == 0
+    """A step's log row whose update changed nothing: no optimizer step ran (the signal the
+    trainer skips the weight sync on); in logs stored before that was logged, no response was
+    forwarded for the update, or before that a zero loss and gradient."""
+    for key in ("optimizer_steps", "update_rows"):
+        if key in row:
+            return row[key] == 0
     return row.get("loss") == 0 and row.get("grad_norm") == 0
 
 

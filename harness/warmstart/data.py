@@ -47,13 +47,16 @@ def benchmark_overlap(demos: Sequence[Demonstration], benchmark: Sequence[Exampl
     return [d.example.id for d in demos if user_turns(d.example).strip() in seen]
 
 
-def benchmark_items_problem(config: RunConfig, demos: Sequence[Demonstration]) -> str | None:
+def benchmark_items_problem(config: RunConfig, demos: Sequence[Demonstration],
+                            benchmark: Sequence[Example] | None = None) -> str | None:
     """Why these demonstrations cannot be trained on (some are items of the run's whole
-    benchmark, not just its evaluated subset), or None."""
-    from harness.data import get_task, load_eval
+    benchmark, not just its evaluated subset), or None. ``benchmark``: its items, when the
+    caller has read them already."""
+    from harness.data import benchmark_items, get_task
 
-    overlap = benchmark_overlap(demos, load_eval(get_task(config), replace(
-        config, task=replace(config.task, eval_limit=0))))
+    if benchmark is None:
+        benchmark = benchmark_items(get_task(config), config)
+    overlap = benchmark_overlap(demos, benchmark)
     if overlap:
         return (f"{len(overlap)} warm-start demonstrations are benchmark items of "
                 f"{config.task.task!r} (e.g. {overlap[:3]}); refusing to train on them")
