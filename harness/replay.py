@@ -16,7 +16,7 @@ contexts to build and what to compute from the states.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
@@ -285,6 +285,7 @@ class PolicyContext:
     spans: Optional[Callable] = None
     # [n, K] bool (see methods.PassContext.signal); None: every pair (tools, benches, tests)
     signal: Optional[torch.Tensor] = None
+    state: dict = field(default_factory=dict)  # see methods.PassContext.state
 
     def __post_init__(self) -> None:
         if self.signal is None:

@@ -84,6 +84,7 @@ class Trainer:
         self.engine.train()
         self.train_examples = self._usable(load_train(config))
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
+        self.pass_state: dict = {}  # the passes' own state between steps (checkpointed)
         self.sync_weights()  # rollouts must start from exactly the engine's weights
         # the initial policy (KL reference, a fixed teacher): copied after the sync
         self.initial_model = None
@@ -132,7 +133,7 @@ class Trainer:
                          cfg, step, self.cuda)
         micro = self.ds_config["train_micro_batch_size_per_gpu"]
         ctx = context(self.models, self.tokenizer, sampled, self.task,
-                      cfg.rollout.temperature, micro)
+                      cfg.rollout.temperature, micro, self.pass_state)
         passes, pass_metrics = run_passes(self.method, self.options, ctx, sampled)
         batch = rollout_batch(self.task, sampled, passes, step, t.steps)
         adv, method_metrics = local_advantages(self.method, self.options, batch, sampled)

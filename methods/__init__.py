@@ -17,7 +17,7 @@ from methods.registry import METHODS, add, get, option_classes, options_class
 
 # the built-in methods, in the order Table 8 lists them
 from methods import grpo, gdpo, saw, dara, dvao, sa_mrpo, gd2po, mrtpo, cort, opsd  # noqa: E402,F401
-from methods import verpo, p2t  # noqa: E402,F401
+from methods import verpo, p2t, tcrm  # noqa: E402,F401
 
 torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 

@@ -93,6 +93,10 @@ class PassContext(Protocol):
     # that serves per-reward advantages may skip the pair; all True where the caller wants
     # every pair computed (explain, benches, probes)
     signal: torch.Tensor
+    # a pass's own state between steps, by pass name (e.g. a model it trains): kept by the
+    # run and saved with its checkpoints (pickled), so a resumed run continues it; empty at a
+    # run's first step, and for tools and benches that make one context
+    state: dict
 
     def hidden(self, contexts: Sequence[list[dict]], rows: Sequence[int],
                model: str = "policy") -> torch.Tensor:

@@ -44,10 +44,14 @@ def make(rewards=R, group=GROUP, lengths=None, bounds=BOUNDS, width=None, releva
     influence = torch.randn(n, k, width, generator=torch.Generator().manual_seed(n + 11))
     influence = influence * mask[:, None, :]
     influence[0, 0] = float("nan")
+    # TCRM's value pass: signed per-token changes of each reward's expected outcome
+    value = torch.randn(n, k, width, generator=torch.Generator().manual_seed(n + 13))
+    value = value * mask[:, None, :]
     return RolloutBatch(rewards=r, reward_names=tuple(f"r{i}" for i in range(k)),
                         reward_bounds=bounds, group=torch.tensor(group), response_mask=mask,
                         passes={"replay": relevance, "counterfactual": contrast[:, None, :],
-                                "evidence": evidence, "attribution": influence},
+                                "evidence": evidence, "attribution": influence,
+                                "value": value},
                         step=3, total_steps=10)
 
 

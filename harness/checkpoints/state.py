@@ -3,7 +3,8 @@
 Layout of one checkpoint folder (every rank's files merged by Ray Train)::
 
     engine/                  DeepSpeed's own (model states; ZeRO partitions, optimizer per rank)
-    trainer-rank<r>.pt       rank r's RNG states (Python, NumPy, torch, CUDA)
+    trainer-rank<r>.pt       rank r's RNG states (Python, NumPy, torch, CUDA) and its passes'
+                             own state (methods.PassContext.state)
     trainer.json             rank 0: step, sampler position, the per-step log so far
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ def save(folder: Path, trainer, step: int, history: list[dict]) -> None:
     calls it, DeepSpeed synchronises them)."""
     folder.mkdir(parents=True, exist_ok=True)
     trainer.engine.save_checkpoint(str(folder / "engine"), tag=ENGINE_TAG, save_latest=False)
-    torch.save({"rng": rng_state(), "step": step},
+    torch.save({"rng": rng_state(), "step": step, "passes": trainer.pass_state},
                folder / f"trainer-rank{trainer.rank}.pt")
     if trainer.rank == 0:
         sampler = trainer.sampler
@@ -64,6 +65,8 @@ def load(folder: Path, trainer) -> tuple[int, list[dict]]:
         raise ValueError(f"checkpoint {folder}: rank {trainer.rank} saved step {own['step']}, "
                          f"rank 0 step {meta['step']}")
     set_rng_state(own["rng"])
+    trainer.pass_state.clear()
+    trainer.pass_state.update(own.get("passes", {}))
     trainer.sampler.queue = list(meta["sampler"]["queue"])
     trainer.sampler.rng.setstate(_tupled(meta["sampler"]["rng"]))
     trainer.sync_weights()  # the rollout copy samples with the restored weights

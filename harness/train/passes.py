@@ -14,8 +14,9 @@ from methods.stats import within_group_signal
 
 
 def context(models: Mapping[str, Any], tokenizer, sampled: Sampled, task, temperature: float,
-            batch_size: int) -> PolicyContext:
-    """What a pass or loss term may ask for, over this worker's responses."""
+            batch_size: int, state: dict | None = None) -> PolicyContext:
+    """What a pass or loss term may ask for, over this worker's responses; ``state``: the
+    passes' state the run keeps between steps (methods.PassContext.state)."""
     ro = sampled.rollout
     rewards = torch.tensor(sampled.rewards, dtype=torch.float32).reshape(len(sampled.rows), -1)
     group = torch.tensor(sampled.groups)
@@ -26,7 +27,8 @@ def context(models: Mapping[str, Any], tokenizer, sampled: Sampled, task, temper
         reward_bounds=tuple((rw.lo, rw.hi) for rw in task.rewards), temperature=temperature,
         batch_size=batch_size, spans=task.spans,
         # whole groups are on this worker, so their signal is known here
-        signal=within_group_signal(rewards, group))
+        signal=within_group_signal(rewards, group),
+        state=state if state is not None else {})
 
 
 def gather_rows(local: torch.Tensor, n_global: int, width: int) -> torch.Tensor:

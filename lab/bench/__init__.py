@@ -18,13 +18,16 @@ default (not tracked), ``--output-dir results/bench`` to refresh the committed r
 - ``bench localisation`` (``localisation.py``): where each MRTPO replay variant puts each
   reward's credit on one batch (span ratio, top-10 % share, bootstrap intervals, the shuffled
   control); no training.
+- ``bench tcrm`` (``tcrm.py``): a TCRM value model trained offline on a task's rollouts against
+  Bradley-Terry alone: held-out pairwise accuracy at the final and the middle token; saves the
+  model as an HF folder.
 """
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
     from lab.bench import (launch, localisation, replay, rollout, signal, sql, step, stored,
-                               vs_trl)
+                           tcrm, vs_trl)
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
     which = bench.add_subparsers(dest="bench", required=True)
@@ -35,6 +38,7 @@ def add_parser(sub) -> None:
     replay.add_parser(which)
     launch.add_parser(which)
     localisation.add_parser(which)
+    tcrm.add_parser(which)
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")
     steps.add_argument("runs", nargs="+", help="result folders (…/<setting>/)")
     steps.set_defaults(bench_fn=stored.bench_steps)

@@ -43,7 +43,7 @@ import time
 from dataclasses import replace
 
 DEFAULT_VARIANTS = "mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled,mrtpo@placebo,mrtpo@cross"
-METHODS = ("mrtpo", "p2t")
+METHODS = ("mrtpo", "p2t", "tcrm")
 CONTROL = "shuffled"
 CONTROLS = (CONTROL, "placebo", "cross")
 MODES = ("loo", "joint", "single")
@@ -54,12 +54,17 @@ SMALL = 10  # fewer prompts than this: a t-interval over the prompts' means
 
 def parse_variant(spec: str) -> tuple[str, str, str]:
     """``mrtpo`` / ``p2t``, each with ``@joint`` / ``@single`` or a control (``@shuffled``,
-    ``@placebo``, ``@cross``) -> (method, contexts, control or "")."""
+    ``@placebo``, ``@cross``), or ``tcrm`` (``@abs``, ``@shuffled``, ``@cross``) -> (method,
+    contexts or profile, control or "")."""
     name, _, mode = spec.strip().partition("@")
     if name not in METHODS:
         raise ValueError(f"bench localisation measures the per-reward token profiles of "
                          f"{' and '.join(METHODS)}; {spec!r} is not one (e.g. mrtpo, "
                          "mrtpo@joint, mrtpo@single, mrtpo@shuffled, p2t, p2t@shuffled)")
+    if name == "tcrm":  # no verifier text: profiles aligned (default) or abs, no placebo
+        from lab.bench.tcrm_profile import parse_mode
+
+        return parse_mode(spec, mode, CONTROLS)
     if mode in CONTROLS:
         return name, "loo", mode
     if mode not in ("",) + MODES:
@@ -81,6 +86,10 @@ def profile_of(name: str, ctx, options, mode: str):
             d = relevance(ctx, replace(options, mrtpo_replay=mode, mrtpo_replay_all=True))
         return d, lambda raw, shuffled, seed: mrtpo_token_weights(
             raw, ctx.response_mask, 1.0, shuffle=shuffled, seed=seed)
+    if name == "tcrm":
+        from lab.bench.tcrm_profile import profile
+
+        return profile(ctx, options, mode)
     from methods import p2t
     from methods.mrtpo import mrtpo_token_weights
 

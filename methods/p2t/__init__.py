@@ -58,6 +58,9 @@ class P2tOptions:
         None, "P2T: folder of an HF reward model (token classification: a process reward model "
               "scored at --p2t-step-token after each step; sequence classification: the whole "
               "response as one step); unset: the verifier-information variant")
+    p2t_reward_label: Optional[str] = option(
+        None, "P2T reward model: the label read as a one-logit score (a TCRM value model's "
+              "heads are its rewards: --tcrm-save); unset: the model's one or two labels")
     p2t_contexts: str = option("loo", "P2T without a reward model: R_k's two contexts, loo "
                                       "(all texts vs all but k's) | single (k's vs none) | "
                                       "joint (all vs none)")

@@ -22,7 +22,7 @@ a separator) joins the step before it with influence 0. Per step, on the policy'
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from common.lazy import lazy
 
@@ -54,9 +54,6 @@ def load(path: str) -> tuple[Any, Any, str]:
                          "neither a token nor a sequence classifier; give a folder saved from "
                          "an AutoModelForTokenClassification (a process reward model) or an "
                          "AutoModelForSequenceClassification")
-    if config.num_labels not in (1, 2):
-        raise ValueError(f"--p2t-reward-model {path}: {config.num_labels} labels; P2T reads "
-                         "two (negative, positive) or one (a score)")
     if kind == "sequence" and config.get_text_config().pad_token_id is None:
         raise ValueError(f"--p2t-reward-model {path}: a sequence classifier without "
                          "pad_token_id in its config cannot score a batch; set it (e.g. "
@@ -70,6 +67,31 @@ def load(path: str) -> tuple[Any, Any, str]:
                          "P2T needs character offsets (save a tokenizer.json with it)")
     _LOADED[key] = (model, tok, kind)
     return _LOADED[key]
+
+
+def label_column(config, label: Optional[str], path: str) -> Optional[int]:
+    """The logit P2T reads as a one-logit score: ``label``'s (``--p2t-reward-label``; a TCRM
+    model's heads are named by its rewards), or None: the model's own one or two labels
+    (negative, positive)."""
+    heads = getattr(config, "tcrm_rewards", None)
+    names = list(heads) if heads is not None else \
+        [str(config.id2label.get(i, i)) for i in range(config.num_labels)]
+    if label is not None:
+        if label not in names:
+            raise ValueError(f"--p2t-reward-label {label!r}: {path} has the labels "
+                             f"{', '.join(names)}; name one of them")
+        return names.index(label)
+    if heads is not None:
+        if len(heads) == 1:
+            return 0
+        raise ValueError(f"--p2t-reward-model {path}: a TCRM value model with one head per "
+                         f"reward ({', '.join(heads)}); name the one P2T reads with "
+                         "--p2t-reward-label")
+    if config.num_labels not in (1, 2):
+        raise ValueError(f"--p2t-reward-model {path}: {config.num_labels} labels; P2T reads "
+                         "two (negative, positive), one (a score), or the one named by "
+                         "--p2t-reward-label")
+    return None
 
 
 def scalars(z: torch.Tensor, target: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,6 +180,7 @@ def token_rewards(ctx, options) -> torch.Tensor:
     softmax_s(I / tau)`` (redistributed); one forward and one backward (``single``) per slice
     of responses."""
     model, tok, kind = load(options.p2t_reward_model)
+    column = label_column(model.config, options.p2t_reward_label, options.p2t_reward_model)
     embed = model.get_input_embeddings()
     e_null = null_embedding(embed, null_distribution(options.p2t_null, embed.num_embeddings,
                                                      tok))
@@ -180,13 +203,13 @@ def token_rewards(ctx, options) -> torch.Tensor:
             items.append((i, keep, ranges, resp, reward_input(
                 tok, kind, ctx.examples[i].messages, steps, options.p2t_step_token)))
         if items:
-            _score(model, tok, embed, e_null, items, options, out)
+            _score(model, tok, embed, e_null, items, options, out, column)
     return out
 
 
 def attribute(model, embed, e_null: torch.Tensor, ids: torch.Tensor, attn: torch.Tensor,
               scored: Sequence[tuple[int, int, int]], owner: torch.Tensor, target: str,
-              backward: str) -> tuple[torch.Tensor, dict]:
+              backward: str, column: Optional[int] = None) -> tuple[torch.Tensor, dict]:
     """The reward model's side: one forward of a left-padded batch, its backward(s).
 
     Args:
@@ -195,6 +218,7 @@ def attribute(model, embed, e_null: torch.Tensor, ids: torch.Tensor, attn: torch
             one step per row, scored at the last position).
         owner: [B, L] long, the step each token belongs to (-1: none: prompt, step tokens,
             padding).
+        column: the one logit read as a score (a multi-label model's), or None: all of them.
     Returns: (``I`` [B, L] ``dS_own/de . (e - e_null)``, 0 where ``owner`` is -1, with
         ``S_own`` the sum of every step's scalar (``single``) or the token's own step's
         (``per_step``, one backward per step index); {(row, step): reward p}).
@@ -205,6 +229,8 @@ def attribute(model, embed, e_null: torch.Tensor, ids: torch.Tensor, attn: torch
     leaf = base.clone().requires_grad_(True)
     with torch.enable_grad():
         logits = model(inputs_embeds=leaf, attention_mask=attn, position_ids=positions).logits
+        if column is not None:
+            logits = logits[..., column:column + 1]
         steps, rewards = {}, {}
         for b, k, j in scored:
             p, s = scalars((logits[b] if logits.dim() == 2 else logits[b, j]).float(), target)
@@ -225,7 +251,7 @@ def attribute(model, embed, e_null: torch.Tensor, ids: torch.Tensor, attn: torch
     return infl, rewards
 
 
-def _score(model, tok, embed, e_null, items, options, out) -> None:
+def _score(model, tok, embed, e_null, items, options, out, column=None) -> None:
     """One slice: the reward model's batch, its influences moved to the policy's tokens, and
     the token rewards written into ``out`` at the policy's positions."""
     width = max(len(x[4][0]) for x in items)
@@ -243,7 +269,7 @@ def _score(model, tok, embed, e_null, items, options, out) -> None:
                                        -1)
         scored += [(b, k, shift + j) for k, j in enumerate(score_at)]
     infl, rewards = attribute(model, embed, e_null, ids, attn, scored, owner,
-                              options.p2t_target, options.p2t_backward)
+                              options.p2t_target, options.p2t_backward, column)
     for b, (i, keep, ranges, resp, (row, offsets, conv, _)) in enumerate(items):
         shift = width - len(row)
         steps, values = to_policy(ranges, resp, conv, offsets, infl[b, shift:].tolist())
