@@ -244,7 +244,8 @@ def test_tcrm_trains_in_the_loop_and_a_checkpoint_resumes_its_value_model(tmp_pa
         "model": "tiny-random", "method": "tcrm", "task": "toy", "plugins": (toy,),
         "steps": 2, "prompts_per_step": 2, "group_size": 4, "max_response_tokens": 12,
         "eval_max_response_tokens": 8, "eval_limit": 2, "results_dir": str(tmp_path),
-        "max_prompt_tokens": 4096, "lr": 1e-2, "tcrm_train_layers": 1, "tcrm_buffer": 2})
+        "max_prompt_tokens": 4096, "lr": 1e-2, "tcrm_train_layers": 1, "tcrm_buffer": 2,
+        "tcrm_save": str(tmp_path / "vm")})
     first = Trainer(config)
     data, metrics = first.collect(0)
     metrics.update(first.update(data))
@@ -260,3 +261,12 @@ def test_tcrm_trains_in_the_loop_and_a_checkpoint_resumes_its_value_model(tmp_pa
     assert (went_on.advantages != 0).any()
     assert torch.equal(went_on.advantages, resumed.advantages)
     assert len(second.pass_state[PASS].buffer) == 2
+    # the value model the run saved is another run's P2T reward model (one head named)
+    p2t = Trainer(resolve("smoke", {"model": "tiny-random", "method": "p2t", "task": "toy", "plugins": (toy,),
+                                    "steps": 1, "prompts_per_step": 2, "group_size": 4,
+                                    "max_response_tokens": 12, "max_prompt_tokens": 4096,
+                                    "results_dir": str(tmp_path),
+                                    "p2t_reward_model": str(tmp_path / "vm"),
+                                    "p2t_reward_label": "parity"}))
+    data, metrics = p2t.collect(0)
+    assert 0 < metrics["p2t/step_reward"] < 1 and torch.isfinite(data.advantages).all()
