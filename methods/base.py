@@ -7,10 +7,10 @@ pass's name, and never by the method's:
 
 * **options**: a frozen dataclass whose fields carry a help string (each becomes a CLI flag,
   ``--mrtpo-beta``) and whose ``problems()`` lists what is wrong with its values, with the fix;
-* **passes** (:class:`Pass`): no-gradient forward passes of the policy that sampled the
-  responses, run on each worker before the advantages; ``run(ctx, options)`` returns
-  ``[n_local, C, T]`` and the harness gathers every worker's rows into
-  ``RolloutBatch.passes[pass.name]`` ``[N, C, T]``;
+* **passes** (:class:`Pass`): forward passes without gradient of the policy that sampled the
+  responses (or of a model the pass keeps and trains itself, in ``ctx.state``), run on each
+  worker before the advantages; ``run(ctx, options)`` returns ``[n_local, C, T]`` and the
+  harness gathers every worker's rows into ``RolloutBatch.passes[pass.name]`` ``[N, C, T]``;
 * **loss terms** (:class:`LossTerm`): a term added to the policy-gradient loss, with a
   no-gradient ``prepare`` step (e.g. a teacher's hidden states) and a per-token ``loss``;
 * **parts**: the advantage recipe (normaliser, reward weighting, response filter, token
