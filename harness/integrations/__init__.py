@@ -1,0 +1,2 @@
+"""The registered methods in trainers people already run: ``trl.py`` makes any method (built-in,
+composed, or from a plugin) the advantage of TRL's ``GRPOTrainer`` (docs/integrations.md)."""
