@@ -121,14 +121,15 @@ def test_vs_trl_takes_per_round_medians_of_steps_after_the_first():
     assert med["startup"] == 20 and med["peak_rss_gb"] == 2.0
 
 
-def test_vs_trl_side_refuses_a_distributed_environment(tmp_path, monkeypatch):
+@pytest.mark.parametrize("side", ["trl", "trl-gdpo", "trl-mrtpo"])
+def test_vs_trl_side_refuses_a_distributed_environment(tmp_path, monkeypatch, side):
     from lab.bench.vs_trl import side_main
 
     job = tmp_path / "job.json"
     job.write_text("{}")
     monkeypatch.setenv("WORLD_SIZE", "1")
     with pytest.raises(RuntimeError, match="plain process.*WORLD_SIZE"):
-        side_main(["--side", "trl", "--job", str(job), "--out", str(tmp_path / "o.json")])
+        side_main(["--side", side, "--job", str(job), "--out", str(tmp_path / "o.json")])
 
 
 def test_reports_go_under_runs_bench_unless_output_dir_says_otherwise(tmp_path, monkeypatch):

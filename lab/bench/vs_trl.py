@@ -40,6 +40,10 @@ SIDES = {
     "harness-hf-plain": ({"engine": "hf", "hf_share_prefill": False, "pack_prompts": False},
                          "transformers generate, no shared prefill, no prompt packing"),
     "trl": ({}, "TRL GRPOTrainer, transformers generate"),
+    "trl-gdpo": ({}, "TRL GRPOTrainer with its own GDPO (multi_objective_aggregation="
+                     "normalize_then_sum)"),
+    "trl-mrtpo": ({}, "TRL GRPOTrainer with this harness's MRTPO as its advantage "
+                      "(harness.integrations.trl, conventions trl, token whitening)"),
 }
 PHASES = ("generate", "rewards", "score", "forward_backward", "optimizer", "other")
 PHASE_HELP = {
@@ -108,113 +112,6 @@ def run_harness(job: dict) -> dict:
     return {"startup": startup, "steps": steps}
 
 
-def run_trl(job: dict) -> dict:
-    """TRL's GRPOTrainer on the same prompts, timed by wrapping its own methods."""
-    import torch
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from harness.config import RunConfig
-    from harness.console import quiet
-    from harness.data import get_task, load_train
-    from harness.models import load_tokenizer
-
-    quiet.configure_process()
-    config = RunConfig.from_dict(job["config"])
-    task = get_task(config)
-    train = load_train(config)
-    examples = [train[i] for i in job["prompts"]]  # every step's prompts, in order
-    by_id = {ex.id: ex for ex in examples}
-    r, t = config.rollout, config.training
-    responses = r.prompts_per_step * r.group_size
-
-    def reward(k: int):
-        def fn(completions, example_id, **kwargs):
-            texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-            rows = task.compute_rewards([by_id[i] for i in example_id], texts)
-            return [row[k] for row in rows]
-        fn.__name__ = task.rewards[k].name
-        return fn
-
-    clock: dict[str, float] = {}
-    steps: list[dict] = []
-    logged: list[dict] = []  # TRL's own per-step log (lengths, reward std)
-
-    def timed(obj, name: str, key: str):
-        inner = getattr(obj, name)
-
-        def wrapper(*a, **kw):
-            t0 = time.perf_counter()
-            try:
-                return inner(*a, **kw)
-            finally:
-                clock[key] = clock.get(key, 0.0) + time.perf_counter() - t0
-        setattr(obj, name, wrapper)
-
-    class Clock(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            clock.clear()
-            clock["start"] = time.perf_counter()
-
-        def on_pre_optimizer_step(self, args, state, control, **kwargs):
-            clock["opt0"] = time.perf_counter()
-
-        def on_optimizer_step(self, args, state, control, **kwargs):
-            clock["optimizer"] = time.perf_counter() - clock["opt0"]
-
-        def on_step_end(self, args, state, control, **kwargs):
-            step = time.perf_counter() - clock["start"]
-            row = {"step": step, "generate": clock.get("generate", 0.0),
-                   "rewards": clock.get("rewards", 0.0),
-                   "score": clock.get("prepare", 0.0) - clock.get("generate", 0.0)
-                   - clock.get("rewards", 0.0),
-                   "forward_backward": clock.get("training_step", 0.0) - clock.get("prepare", 0.0),
-                   "optimizer": clock.get("optimizer", 0.0)}
-            row["other"] = step - sum(row[p] for p in PHASES if p != "other")
-            steps.append(row)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "completions/mean_length" in logs:
-                logged.append(dict(logs))
-
-    data = Dataset.from_list([{"prompt": [dict(m) for m in ex.messages], "example_id": ex.id}
-                              for ex in examples])
-    tok = load_tokenizer(job["model_path"])
-    micro = job["micro_batch"]
-    with tempfile.TemporaryDirectory() as out:
-        args = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=micro,
-            gradient_accumulation_steps=responses // micro, num_generations=r.group_size,
-            max_completion_length=r.max_response_tokens, temperature=r.temperature,
-            top_p=r.top_p, top_k=r.top_k, beta=0.0, loss_type="dapo",
-            epsilon=t.clip_eps_low, epsilon_high=t.clip_eps_high,
-            learning_rate=t.lr, lr_scheduler_type="constant", warmup_steps=0,
-            optim="adamw_torch", weight_decay=t.weight_decay, max_grad_norm=t.grad_clip,
-            gradient_checkpointing=t.gradient_checkpointing,
-            model_init_kwargs={"dtype": torch.float32},
-            max_steps=len(job["prompts"]) // r.prompts_per_step, use_cpu=True, bf16=False,
-            report_to=[], save_strategy="no", logging_steps=1, disable_tqdm=True,
-            shuffle_dataset=False, seed=config.seed)
-        trainer = GRPOTrainer(model=job["model_path"], args=args, train_dataset=data,
-                              processing_class=tok,
-                              reward_funcs=[reward(k) for k in range(len(task.rewards))],
-                              callbacks=[Clock()])
-        timed(trainer, "_generate", "generate")
-        timed(trainer, "_calculate_rewards", "rewards")
-        timed(trainer, "_prepare_inputs", "prepare")
-        timed(trainer, "training_step", "training_step")
-        startup = _process_age()
-        trainer.train()
-    for row, log in zip(steps, logged):
-        row["length"] = float(log["completions/mean_length"])
-        row["groups_with_signal"] = r.prompts_per_step * (1.0 - float(log["frac_reward_zero_std"]))
-        row["updated"], row["skipped"] = float(responses), 0.0  # TRL forwards every response
-    if len(logged) != len(steps):
-        raise RuntimeError(f"TRL logged {len(logged)} steps but ran {len(steps)}")
-    return {"startup": startup, "steps": steps}
-
-
 def side_main(argv: list[str]) -> int:
     """``python -m lab.bench.vs_trl --side S --job JOB.json --out OUT.json``."""
     p = argparse.ArgumentParser(prog="lab.bench.vs_trl")
@@ -223,11 +120,13 @@ def side_main(argv: list[str]) -> int:
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     job = json.loads(Path(a.job).read_text())
-    if a.side == "trl":
+    if a.side.startswith("trl"):
         leaked = [k for k in DIST_ENV if k in os.environ]
         if leaked:
             raise RuntimeError(f"the TRL side must run as a plain process; found {leaked}")
-        result = run_trl(job)
+        from lab.bench.trl_side import run_trl
+
+        result = run_trl(job, a.side)
     else:
         result = run_harness({**job, "config": job["configs"][a.side]})
     from harness.results import atomic_write_json
@@ -284,7 +183,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
     unknown = [s for s in sides if s not in SIDES]
     if unknown:
         raise ValueError(f"unknown sides {unknown}; known: {', '.join(SIDES)}")
-    if "trl" in sides:
+    if any(s.startswith("trl") for s in sides):
         _require_trl()
     if args.steps < 2:
         raise ValueError("--steps must be >= 2: step 1 (a fresh process's first) is not timed")
@@ -306,7 +205,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
     prompts = [i for _ in range(args.steps) for i in sampler.next(r.prompts_per_step)]
     configs = {s: resolve(args.preset, {**overrides_from(args), "method": "grpo",
                                         "steps": args.steps, "kl_coef": 0.0, **SIDES[s][0]})
-               for s in sides if s != "trl"}
+               for s in sides if not s.startswith("trl")}
     results: dict[str, list[dict]] = {s: [] for s in sides}
     meter = report.LoadMeter().start()
     with tempfile.TemporaryDirectory() as tmp:
@@ -354,7 +253,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
                               "(no DDP); the harness in-process (no Ray)"],
                 ["rounds", f"{args.rounds} x {args.steps} steps, order rotated; median over "
                            f"rounds of each round's median of steps 2..{args.steps}"],
-                ["versions", f"TRL {metadata.version('trl') if 'trl' in sides else '-'}, "
+                ["versions", f"TRL {metadata.version('trl') if 'trl' in ' '.join(sides) else '-'}, "
                              f"transformers {metadata.version('transformers')}"]]
     sides_md = "\n".join(f"- `{s}`: {SIDES[s][1]}" for s in sides)
     phases_md = "\n".join(f"- {p}: {PHASE_HELP[p]}" for p in PHASES)
