@@ -144,15 +144,15 @@ def markdown(what: str, machine: str, facts: dict, results: dict) -> str:
              f"prompts train, {facts['heldout']} held out); training {facts['train_s']:.0f} s "
              "a model. Pairwise accuracy of held-out pairs (the preferred response's value "
              "is the larger), mean over prompts of the prompt's pairs [95 % interval, "
-             f"resampling prompts; Student t below 10; none below {MIN_PROMPTS} prompts]; 50 % "
-             "is chance.", "",
+             f"resampling prompts; Student t below 10, cut at 0 and 100; none below "
+             f"{MIN_PROMPTS} prompts]; 50 % is chance.", "",
              "| reward | pairs (prompts) | model | final token | middle token |",
              "|---|---|---|---|---|"]
     for name in results["tcrm"]:
         for model in ("tcrm", "bt"):
             r = results[model][name]
-            cells = [f"{100 * r[k]['mean']:.1f} [{100 * r[k]['low']:.1f}, "
-                     f"{100 * r[k]['high']:.1f}]" if r["prompts"] >= MIN_PROMPTS else
+            cells = [f"{100 * r[k]['mean']:.1f} [{100 * max(0.0, r[k]['low']):.1f}, "
+                     f"{100 * min(1.0, r[k]['high']):.1f}]" if r["prompts"] >= MIN_PROMPTS else
                      f"{100 * r[k]['mean']:.1f} (too few prompts for an interval)"
                      for k in ("final", "middle")]
             lines.append(f"| {name} | {r['pairs']} ({r['prompts']}) | {model} | "
