@@ -41,7 +41,8 @@ def from_policy(policy, rewards: Sequence[str], seed: int):
         torch.manual_seed(seed)
         model = AutoModelForSequenceClassification.from_config(config, dtype=torch.float32)
     model.base_model.load_state_dict(module.base_model.state_dict())
-    return _ready(model, config)
+    # on the policy's device (a GPU run's value model trains there too)
+    return _ready(model.to(next(module.parameters()).device), config)
 
 
 def from_folder(path: str, rewards: Sequence[str], seed: int):
