@@ -21,6 +21,18 @@ def _load(path: Path) -> None:
     load_plugins([str(path)])  # once per process, as a run loads it
 
 
+# the launcher variables the in-process path (harness.engine.init_single_process) leaves in the
+# environment: transformers' TrainingArguments would read LOCAL_RANK as a distributed launch
+LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+              "MASTER_PORT")
+
+
+@pytest.fixture(autouse=True)
+def _plain_process(monkeypatch):
+    for key in LAUNCH_ENV:
+        monkeypatch.delenv(key, raising=False)
+
+
 def _trainer(tmp_path, method="gdpo", steps=1, model="tiny-random", **options):
     pytest.importorskip("trl", reason="the trl extra: pip install -e '.[trl]'")
     from trl import GRPOConfig
@@ -142,9 +154,12 @@ def test_the_documented_example_runs_as_written():
     import sys
 
     pytest.importorskip("trl", reason="the trl extra: pip install -e '.[trl]'")
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_ENV}
     run = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "trl_mrtpo.py"),
                           "mrtpo", "tiny-random"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=600)
+                         timeout=600, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     steps = [line for line in run.stdout.splitlines() if line.startswith("{'loss'")
              and "'step': " in line]  # the example's own lines (TRL prints its log too)

@@ -89,6 +89,9 @@ def _import_ifbench():
         cli = types.ModuleType("spacy.cli")
         cli.download = lambda *args, **kwargs: None
         spacy.cli = cli
+        # a class nothing is an instance of: libraries that see "spacy" imported check
+        # issubclass(x, spacy.Language) (datasets' pickler, as TRL's datasets use it)
+        spacy.Language = type("Language", (), {})
         sys.modules["spacy"], sys.modules["spacy.cli"] = spacy, cli
     from ifbench import instructions_registry
 
