@@ -171,3 +171,19 @@ def test_the_documented_example_runs_as_written():
                  "examples=by_id,  # what MRTPO replays: each prompt's verifier information",
                  'examples = TRAIN_SETS.get("tools-synth").load(None, 0)[:4]'):
         assert line in page and line in example, line
+
+
+def test_datasets_hash_beside_the_ifbench_spacy_stand_in():
+    """IFBench's checkers put a spaCy stand-in in sys.modules; datasets' pickler (TRL hashes
+    its datasets with it) checks spacy.Language whenever spacy is imported."""
+    import sys
+
+    pytest.importorskip("datasets")
+    from datasets.fingerprint import Hasher
+
+    from tasks.instruct.checkers import _import_ifbench
+    from tasks.tools import synth
+
+    _import_ifbench()
+    assert "spacy" in sys.modules
+    assert Hasher.hash(adapter.dataset(synth.generate(2, 0)))
