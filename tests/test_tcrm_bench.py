@@ -8,6 +8,7 @@ import torch
 from lab.bench import localisation
 from lab.bench import tcrm as bench
 from lab.bench import tcrm_profile
+from methods.tcrm import online
 
 
 def _rows():
@@ -46,7 +47,7 @@ def test_held_out_pair_hits_by_hand():
     v[1, 0] = torch.tensor([0, 0, 0.5, 0.9, 0])  # middle 0.5, final 0.9
     v[2, 0] = torch.tensor([0, 0, 0.0, 0, 0.1])  # middle 0.0, final 0.1
     v[3:] = v[:3]
-    hits = bench.pair_hits(v, data, ["a", "b"])
+    hits = online.pair_hits(v, data, ["a", "b"])
     # pairs (0, 1), (0, 2) per prompt: final 0.2 < 0.9, 0.2 > 0.1; middle 1.0 > 0.5, 1.0 > 0
     assert hits["a"]["final"] == [0.0, 1.0] * 2 and hits["a"]["middle"] == [1.0] * 4
     assert hits["b"]["prompt"] == []

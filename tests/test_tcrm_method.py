@@ -95,7 +95,7 @@ def test_pair_accuracy_at_final_and_middle_tokens():
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
     data = online.Rollouts([[1], [1]], torch.zeros(2, 3, dtype=torch.long), mask,
                            torch.tensor([[1.0], [0.0]]), torch.zeros(2))
-    got = online.pair_accuracy(v, mask, data)
+    got = online.pair_accuracy(v, data)
     assert got == {"pairs": 1, "acc_final": 0.0, "acc_middle": 1.0}
 
 
@@ -135,7 +135,7 @@ def test_value_model_trains_online_and_its_credit_sums_to_the_change(tiny):
             (v[i, 0, int(lengths[i])] - v[i, 0, 0]).item(), abs=1e-4)
         assert (credit[i, 0, int(lengths[i]):] == 0).all()
     # trained on outcomes: the preferred responses' final values are above the others'
-    assert online.pair_accuracy(v, ctx.response_mask, data)["acc_final"] == 1.0
+    assert online.pair_accuracy(v, data)["acc_final"] == 1.0
     # logged: the pairs' accuracy before training on them (2 prompts x 2 x 2 pairs)
     assert state.metrics["heldout_pairs"] == 8 and 0 <= state.metrics["heldout_acc_middle"] <= 1
     assert state.metrics["bt"] < 0.69  # below chance's log 2 after training

@@ -101,24 +101,6 @@ def to_rollouts(rows: list[dict], tokenizer, rewards: list[str]):
                     value, torch.tensor([keys.index(r["prompt"]) for r in rows]))
 
 
-def pair_hits(v, data, rewards: list[str]) -> dict[str, dict[str, list]]:
-    """{reward: {final, middle, prompt}: one entry per held-out pair}."""
-    from methods.tcrm import losses
-
-    lengths = data.response_mask.sum(dim=1).long()
-    cols = {"final": lengths, "middle": (lengths - 1) // 2 + 1}
-    out = {}
-    for k, name in enumerate(rewards):
-        hits: dict[str, list] = {"final": [], "middle": [], "prompt": []}
-        for i, j in losses.preference_pairs(data.rewards[:, k], data.group):
-            for key, at in cols.items():
-                a, b = float(v[i, k, at[i]]), float(v[j, k, at[j]])
-                hits[key].append(1.0 if a > b else 0.5 if a == b else 0.0)
-            hits["prompt"].append(int(data.group[i]))
-        out[name] = hits
-    return out
-
-
 def measure(hits: dict, seed: int) -> dict:
     """Per reward and pooled: accuracy at each position with its interval."""
     from lab.bench.localisation import interval
@@ -205,7 +187,7 @@ def bench_tcrm(args: argparse.Namespace) -> int:
                      look, smooth, tok.pad_token_id)
         spent.append(time.perf_counter() - t1)
         v = online.predict(state.model, test, 8, tok.pad_token_id, state.frozen)
-        results[model] = measure(pair_hits(v, test, rewards), args.seed)
+        results[model] = measure(online.pair_hits(v, test, rewards), args.seed)
         if model == "tcrm" and args.save:
             vm.save(state.model, tok, args.save)
         del state

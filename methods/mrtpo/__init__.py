@@ -14,7 +14,7 @@ over a response's tokens) carry GDPO's per-reward contribution:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from common.lazy import lazy
 
@@ -110,6 +110,19 @@ def kept_share(w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (torch.minimum(p, m / count[..., None]) * m).sum(dim=-1)
 
 
+def kept_metrics(w: torch.Tensor, mask: torch.Tensor, counted: torch.Tensor,
+                 names: Sequence[str]) -> dict:
+    """``alloc/<reward>/kept``: the mean :func:`kept_share` of each reward over the pairs
+    ``counted`` ([N, K] bool) marks, and ``alloc/kept`` over all of them (a reward or the whole
+    batch with no counted pair is left out)."""
+    kept = kept_share(w, mask)
+    out = {f"alloc/{name}/kept": float(kept[:, k][counted[:, k]].mean())
+           for k, name in enumerate(names) if bool(counted[:, k].any())}
+    if bool(counted.any()):  # over every counted pair (rewards named per prompt, too)
+        out["alloc/kept"] = float(kept[counted].mean())
+    return out
+
+
 def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tensor, dict]:
     """``S[n,t] = sum_k w_k[n,t] * contrib[n,k]`` (before whitening); metrics: per reward,
     the mean share of its advantage kept where GDPO puts it, over the replayed pairs
@@ -121,12 +134,8 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
     d = batch.pass_output(PASS, "mrtpo")
     w = mrtpo_token_weights(d, batch.response_mask, options.mrtpo_beta,
                             options.mrtpo_shuffle_relevance, seed=batch.step)
-    kept = kept_share(w, batch.response_mask)  # [N, K]
     replayed = ~torch.isnan(d).any(dim=-1) & (batch.response_mask.sum(dim=-1) > 0)[:, None]
-    metrics = {f"alloc/{name}/kept": float(kept[:, k][replayed[:, k]].mean())
-               for k, name in enumerate(batch.reward_names) if bool(replayed[:, k].any())}
-    if bool(replayed.any()):  # over every replayed pair (rewards named per prompt, too)
-        metrics["alloc/kept"] = float(kept[replayed].mean())
+    metrics = kept_metrics(w, batch.response_mask, replayed, batch.reward_names)
     return torch.einsum("nkt,nk->nt", w, norm.contrib), metrics
 
 

@@ -29,7 +29,7 @@ from methods.base import Pass, PassContext, chunk_option, no_grad, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
 from methods.contexts import known_rewards, replay_messages
-from methods.mrtpo import kept_share
+from methods.mrtpo import kept_metrics
 from methods.mrtpo.diagnostics import batch_records, summarise
 from methods.p2t.null import null_distribution, null_embedding
 from methods.registry import add
@@ -229,13 +229,9 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
                          "gdpo")
     w = step_weights(out, mask, options.p2t_temperature, options.p2t_flat_coef,
                      options.p2t_coef)
-    kept = kept_share(w, mask)
     computed = ~torch.isnan(out).any(dim=-1) & (mask.sum(dim=-1) > 0)[:, None]
-    metrics = {f"alloc/{name}/kept": float(kept[:, k][computed[:, k]].mean())
-               for k, name in enumerate(batch.reward_names) if bool(computed[:, k].any())}
-    if bool(computed.any()):
-        metrics["alloc/kept"] = float(kept[computed].mean())
-    return torch.einsum("nkt,nk->nt", w, norm.contrib), metrics
+    return torch.einsum("nkt,nk->nt", w, norm.contrib), kept_metrics(w, mask, computed,
+                                                                     batch.reward_names)
 
 
 def diagnose(ctx: PassContext, options, out: torch.Tensor) -> list[dict]:

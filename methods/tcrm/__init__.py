@@ -23,7 +23,7 @@ from common.lazy import lazy
 from methods.base import Pass, PassContext, option
 from methods.batch import RolloutBatch
 from methods.compose import ALLOCATIONS, Normalised
-from methods.mrtpo import kept_share, mrtpo_token_weights
+from methods.mrtpo import kept_metrics, mrtpo_token_weights
 from methods.registry import add
 from methods.tcrm import online
 
@@ -123,7 +123,7 @@ def value_credit(ctx: PassContext, options) -> torch.Tensor:
     data = online.Rollouts(online.render_prompts(ctx.tokenizer, ctx.examples),
                            ctx.response_ids, ctx.response_mask, ctx.rewards.float(), ctx.group)
     before = online.predict(state.model, data, ctx.batch_size, pad, state.frozen)
-    held = online.pair_accuracy(before, ctx.response_mask, data)
+    held = online.pair_accuracy(before, data)
     metrics = {f"heldout_{k}": float(v) for k, v in held.items()}
     state.buffer = (state.buffer + [data])[-options.tcrm_buffer:]
     v = before
@@ -180,13 +180,9 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
     credit = batch.pass_output(PASS, "tcrm")
     mask = batch.response_mask
     w = token_weights(credit, norm.contrib, mask, options.tcrm_beta, options.tcrm_profile)
-    kept = kept_share(w, mask)
     moved = (norm.contrib != 0) & (mask.sum(dim=-1) > 0)[:, None]
-    metrics = {f"alloc/{name}/kept": float(kept[:, k][moved[:, k]].mean())
-               for k, name in enumerate(batch.reward_names) if bool(moved[:, k].any())}
-    if bool(moved.any()):
-        metrics["alloc/kept"] = float(kept[moved].mean())
-    return torch.einsum("nkt,nk->nt", w, norm.contrib), metrics
+    return torch.einsum("nkt,nk->nt", w, norm.contrib), kept_metrics(w, mask, moved,
+                                                                     batch.reward_names)
 
 
 VALUE = Pass(PASS, "TCRM's value model trained on the step's rollouts and outcomes, then each "

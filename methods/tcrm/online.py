@@ -8,7 +8,6 @@ parameters, the optimizer's state, the buffer); the frozen rest is rebuilt from 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -115,21 +114,35 @@ def with_start(mask: "torch.Tensor") -> "torch.Tensor":
     return torch.cat([torch.ones(mask.shape[0], 1, dtype=mask.dtype), mask], dim=1)
 
 
-def pair_accuracy(v: "torch.Tensor", mask: "torch.Tensor", data: Rollouts) -> dict:
-    """Over every reward's preference pairs: the share whose preferred response has the larger
-    final value, and the same at each response's middle token (position ``floor((L - 1) /
-    2)`` of its L tokens); ``v`` [m, K, T + 1]. Ties count half. Empty: {}."""
-    lengths = mask.sum(dim=1).long()
-    final_at, mid_at = lengths, (lengths - 1) // 2 + 1  # columns of v (column 0: the prompt)
-    hits = {"final": 0.0, "middle": 0.0}
-    n = 0
-    for k in range(v.shape[1]):
+def pair_hits(v: "torch.Tensor", data: Rollouts, rewards: Sequence[str]
+              ) -> dict[str, dict[str, list]]:
+    """Per reward, one entry per preference pair (``v`` [m, K, T + 1] on ``data``'s rows):
+    ``final`` 1 when the preferred response's final value is the larger (ties 1/2, else 0),
+    ``middle`` the same at each response's middle token (position ``floor((L - 1) / 2)`` of its
+    L tokens), ``prompt`` the pair's group."""
+    lengths = data.response_mask.sum(dim=1).long()
+    cols = {"final": lengths, "middle": (lengths - 1) // 2 + 1}  # column 0 is the prompt's
+    out = {}
+    for k, name in enumerate(rewards):
+        hits: dict[str, list] = {"final": [], "middle": [], "prompt": []}
         for i, j in losses.preference_pairs(data.rewards[:, k], data.group):
-            for name, at in (("final", final_at), ("middle", mid_at)):
+            for key, at in cols.items():
                 a, b = float(v[i, k, at[i]]), float(v[j, k, at[j]])
-                hits[name] += 1.0 if a > b else 0.5 if a == b else 0.0
-            n += 1
-    return {"pairs": n, **({f"acc_{k}": h / n for k, h in hits.items()} if n else {})}
+                hits[key].append(1.0 if a > b else 0.5 if a == b else 0.0)
+            hits["prompt"].append(int(data.group[i]))
+        out[name] = hits
+    return out
+
+
+def pair_accuracy(v: "torch.Tensor", data: Rollouts) -> dict:
+    """:func:`pair_hits` pooled over every reward: ``pairs`` and, where there are any, the
+    accuracies ``acc_final`` and ``acc_middle``."""
+    hits = pair_hits(v, data, [str(k) for k in range(v.shape[1])]).values()
+    n = sum(len(h["prompt"]) for h in hits)
+    if not n:
+        return {"pairs": 0}
+    return {"pairs": n, **{f"acc_{key}": sum(sum(h[key]) for h in hits) / n
+                           for key in ("final", "middle")}}
 
 
 @dataclass
@@ -249,7 +262,3 @@ def credit(v: "torch.Tensor", mask: "torch.Tensor") -> "torch.Tensor":
     flat = v.reshape(n * k, -1)
     m = mask.repeat_interleave(k, dim=0)
     return losses.token_credit(flat[:, 1:], m, flat[:, 0]).reshape(n, k, -1)
-
-
-def finite(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
