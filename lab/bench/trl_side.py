@@ -10,7 +10,8 @@ import time
 MEASURED = ("generate", "rewards", "score", "forward_backward", "optimizer")
 
 
-def _process_age() -> float:
+def process_age() -> float:
+    """Seconds since this process started (a side's start-up before its first step)."""
     import psutil
 
     return time.time() - psutil.Process().create_time()
@@ -21,11 +22,11 @@ def run_trl(job: dict, side: str = "trl") -> dict:
     ``trl`` (its GRPO), ``trl-gdpo`` (its own GDPO) or ``trl-mrtpo`` (this harness's MRTPO as
     its advantage, through ``harness.integrations.trl``)."""
     import torch
-    from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from harness.config import RunConfig
+    from harness.integrations.trl import dataset, reward_functions
     from harness.console import quiet
     from harness.data import get_task, load_train
     from harness.models import load_tokenizer
@@ -38,14 +39,6 @@ def run_trl(job: dict, side: str = "trl") -> dict:
     by_id = {ex.id: ex for ex in examples}
     r, t = config.rollout, config.training
     responses = r.prompts_per_step * r.group_size
-
-    def reward(k: int):
-        def fn(completions, example_id, **kwargs):
-            texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-            rows = task.compute_rewards([by_id[i] for i in example_id], texts)
-            return [row[k] for row in rows]
-        fn.__name__ = task.rewards[k].name
-        return fn
 
     clock: dict[str, float] = {}
     steps: list[dict] = []
@@ -88,8 +81,7 @@ def run_trl(job: dict, side: str = "trl") -> dict:
             if logs and "completions/mean_length" in logs:
                 logged.append(dict(logs))
 
-    data = Dataset.from_list([{"prompt": [dict(m) for m in ex.messages], "example_id": ex.id}
-                              for ex in examples])
+    data = dataset(examples)  # the prompts in order, each with its example_id
     tok = load_tokenizer(job["model_path"])
     micro = job["micro_batch"]
     with tempfile.TemporaryDirectory() as out:
@@ -110,7 +102,7 @@ def run_trl(job: dict, side: str = "trl") -> dict:
             else "sum_then_normalize")
         kwargs = dict(model=job["model_path"], args=args, train_dataset=data,
                       processing_class=tok,
-                      reward_funcs=[reward(k) for k in range(len(task.rewards))],
+                      reward_funcs=reward_functions(task, by_id),
                       callbacks=[Clock()])
         if side == "trl-mrtpo":
             import methods
@@ -126,7 +118,7 @@ def run_trl(job: dict, side: str = "trl") -> dict:
         timed(trainer, "_calculate_rewards", "rewards")
         timed(trainer, "_prepare_inputs", "prepare")
         timed(trainer, "training_step", "training_step")
-        startup = _process_age()
+        startup = process_age()
         trainer.train()
     for row, log in zip(steps, logged):
         row["length"] = float(log["completions/mean_length"])

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.bench.trl_side import process_age
+
 # side -> (config overrides, what it is)
 SIDES = {
     "harness": ({}, "the harness as it runs (lean engine, prompt packing)"),
@@ -71,12 +73,6 @@ def _require_trl():
     return trl
 
 
-def _process_age() -> float:
-    import psutil
-
-    return time.time() - psutil.Process().create_time()
-
-
 # ---------------------------------------------------------------- the sides (child processes)
 
 
@@ -92,7 +88,7 @@ def run_harness(job: dict) -> dict:
     config = RunConfig.from_dict(job["config"])
     eng.init_single_process()
     trainer = Trainer(config)
-    startup = _process_age()
+    startup = process_age()
     steps = []
     n_responses = config.rollout.prompts_per_step * config.rollout.group_size
     for m in trainer.train(None):
