@@ -192,6 +192,11 @@ def test_saved_value_model_is_read_by_tcrm_and_by_p2t(tmp_path, tiny):
     with pytest.raises(ValueError, match="name the one P2T reads"):
         reward_model.label_column(config, None, out)
     config.tcrm_rewards = ["a"]
+    # the same checks read from the folder before any model loads (the run's one check)
+    assert any("--p2t-reward-label 'nope'" in p for p in methods.get("p2t").problems(
+        methods.options(p2t_reward_model=out, p2t_reward_label="nope")))
+    assert methods.get("p2t").problems(methods.options(p2t_reward_model=out,
+                                                       p2t_reward_label="a")) == []
 
 
 def test_options_are_checked():

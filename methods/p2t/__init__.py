@@ -101,7 +101,28 @@ class P2tOptions:
         if path is not None and not os.path.isfile(os.path.join(path, "config.json")):
             out.append(f"--p2t-reward-model {path}: no config.json there; give the folder of "
                        "an HF token- or sequence-classification model (save_pretrained)")
+        elif path is not None:
+            out += _label_problems(path, self.p2t_reward_label)
         return out
+
+
+def _label_problems(path: str, label: Optional[str]) -> list[str]:
+    """The label check of :func:`methods.p2t.reward_model.label_column`, read from the folder's
+    config.json before any model loads."""
+    import json
+    from types import SimpleNamespace
+
+    from methods.p2t.reward_model import label_column
+
+    raw = json.loads(open(os.path.join(path, "config.json")).read())
+    id2label = {int(k): v for k, v in (raw.get("id2label") or {}).items()}
+    config = SimpleNamespace(tcrm_rewards=raw.get("tcrm_rewards"), id2label=id2label,
+                             num_labels=raw.get("num_labels", len(id2label) or 2))
+    try:
+        label_column(config, label, path)
+    except ValueError as e:
+        return [str(e)]
+    return []
 
 
 def step_weights(influence: torch.Tensor, mask: torch.Tensor, temperature: float,
