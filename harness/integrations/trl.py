@@ -51,9 +51,10 @@ def dataset(examples: Sequence[Any]):
 
 def batch_of(rewards: torch.Tensor, lengths: Sequence[int], group_size: int,
              reward_names: Sequence[str], bounds: Sequence[tuple[float, float]],
-             passes: Optional[dict] = None) -> RolloutBatch:
+             passes: Optional[dict] = None, step: int = 0, total_steps: int = 1) -> RolloutBatch:
     """The harness's batch of TRL's scores: rows in TRL's order, ``group_size`` consecutive
-    rows per prompt (TRL's ``RepeatSampler``), ``lengths`` valid tokens each."""
+    rows per prompt (TRL's ``RepeatSampler``), ``lengths`` valid tokens each; ``step`` of
+    ``total_steps`` for the methods' schedules (CoRT's warm-up)."""
     n = rewards.shape[0]
     if n % group_size:
         raise ValueError(f"{n} completions are not whole groups of {group_size}")
@@ -62,7 +63,8 @@ def batch_of(rewards: torch.Tensor, lengths: Sequence[int], group_size: int,
     return RolloutBatch(rewards=rewards.float().cpu(), reward_names=tuple(reward_names),
                         reward_bounds=tuple(tuple(b) for b in bounds),
                         group=torch.arange(n) // group_size, response_mask=mask,
-                        passes=dict(passes or {}))
+                        passes=dict(passes or {}), step=int(step),
+                        total_steps=max(1, int(total_steps)))
 
 
 def advantages(method: str, batch: RolloutBatch, options=None) -> tuple[torch.Tensor, dict]:
@@ -151,7 +153,8 @@ def _make():
             names = self.reward_func_names
             bounds = self._bounds or [(0.0, 1.0)] * len(names)
             passes = self._passes(rows, completions, out["completion_ids"], mask, rewards, g)
-            batch = batch_of(rewards, lengths, g, names, bounds, passes)
+            batch = batch_of(rewards, lengths, g, names, bounds, passes,
+                             step=self.state.global_step, total_steps=self.state.max_steps)
             scores, metrics = advantages(self.method_name, batch, self.method_options)
             start = self.accelerator.process_index * len(local)
             mine = scores[start:start + len(local)]
