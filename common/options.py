@@ -130,6 +130,17 @@ def section_dict(obj: Any) -> dict[str, Any]:
     return out
 
 
+def with_absent(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """A stored section's ``values`` with the fields it was written without set to what their
+    absence meant (``absent=`` on the field: a default that changed since, e.g. a stored seed
+    without ``update_dtype`` ran in float32)."""
+    out = dict(values)
+    for f in dataclasses.fields(cls):
+        if "absent" in f.metadata and f.name not in out:
+            out[f.name] = f.metadata["absent"]
+    return out
+
+
 def from_section_dict(cls: type, data: dict[str, Any]) -> Any:
     """The instance :func:`section_dict` made this dict from."""
     own = {f.name for f in own_fields(cls)}

@@ -16,6 +16,7 @@ from harness.config import RunConfig
 
 KL_TYPES = ("low_var_kl", "kl", "mse")
 DTYPES = ("float32", "bfloat16", "float16")
+UPDATE_DTYPES = ("float32", "bfloat16")
 
 
 def _group_method(method) -> bool:
@@ -114,6 +115,9 @@ def settings_problems(config: RunConfig, world: int | None = None,
         out.append(f"zero_stage is {t.zero_stage}; use 0, 1, 2 or 3")
     if config.model.dtype not in DTYPES:
         out.append(f"unknown dtype {config.model.dtype!r}; use one of {', '.join(DTYPES)}")
+    if t.update_dtype not in UPDATE_DTYPES:  # "auto" is decided when the run is resolved
+        out.append(f"unknown update_dtype {t.update_dtype!r}; use one of "
+                   f"{', '.join(UPDATE_DTYPES)} or auto")
     if not r.temperature > 0:
         out.append(f"temperature is {r.temperature}; use a positive --temperature")
     if not 0 < r.top_p <= 1:

@@ -15,7 +15,7 @@ import methods
 import tasks  # noqa: F401  (its families register their options)
 from common.registry import did_you_mean
 from common.options import (from_section_dict, open_dataclass, option, option_fields,
-                            section_dict, with_values)
+                            section_dict, with_absent, with_values)
 from harness import plugins
 from harness.presets import PRESETS
 from methods.base import make_options_class
@@ -98,6 +98,12 @@ class TrainingConfig:
     ppo_epochs: int = option(1, "passes over each rollout batch")
     ppo_mini_batches: int = option(1, "optimizer steps per pass (mini-batches of the batch)")
     micro_batch_size: int = option(8, "responses per forward/backward on one worker", identity=False)
+    update_dtype: str = option(
+        "float32", "the update's forward and backward compute in this dtype under autocast, "
+                   "with float32 weights, gradients and AdamW state: float32 (off) | bfloat16 | "
+                   "auto (bfloat16 where this machine has bf16 kernels: a GPU, or a CPU with "
+                   "AMX or AVX-512 BF16; float32 elsewhere; resolved once, before the run)",
+        absent="float32")
     gradient_checkpointing: bool = option(True, "recompute activations in backward: ~1/3 more "
                                              "compute, activation memory per layer boundary "
                                              "only", identity=False)
@@ -255,7 +261,7 @@ class RunConfig:
         kwargs = {}
         for key, value in data.items():
             cls = SECTION_TYPES.get(key)
-            kwargs[key] = from_section_dict(cls, renamed(value)) if cls else \
+            kwargs[key] = from_section_dict(cls, with_absent(cls, renamed(value))) if cls else \
                 (tuple(value) if key == "plugins" else value)
         unknown = set(kwargs) - set(sections)
         if unknown:
@@ -334,7 +340,9 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
 def resolve(preset: str, overrides: dict[str, Any]) -> RunConfig:
     """Defaults -> preset -> overrides."""
     base = apply_overrides(RunConfig(), PRESETS.get(preset).overrides)
-    return apply_overrides(base, {**overrides, "preset": preset})
+    from harness.autovalues import auto_values
+
+    return auto_values(apply_overrides(base, {**overrides, "preset": preset}))
 
 
 def identity_overrides(config: RunConfig) -> dict[str, Any]:

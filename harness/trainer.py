@@ -30,7 +30,7 @@ from harness.train.passes import context, prepare_terms, run_passes
 from harness.train.sample import sample
 from harness.seedrun import SeedRun
 from harness.train.store import store_result
-from harness.train.update import StepData, update
+from harness.train.update import StepData, autocast, update
 from harness.warmstart.cache import policy_source
 from tasks.base import Example, Task
 
@@ -134,7 +134,8 @@ class Trainer:
         micro = self.ds_config["train_micro_batch_size_per_gpu"]
         ctx = context(self.models, self.tokenizer, sampled, self.task,
                       cfg.rollout.temperature, micro, self.pass_state)
-        passes, pass_metrics = run_passes(self.method, self.options, ctx, sampled)
+        with autocast(t.update_dtype, *self.models.values()):
+            passes, pass_metrics = run_passes(self.method, self.options, ctx, sampled)
         batch = rollout_batch(self.task, sampled, passes, step, t.steps)
         adv, method_metrics = local_advantages(self.method, self.options, batch, sampled)
         metrics = {**reward_metrics(self.task, batch), **method_metrics, **pass_metrics,
@@ -147,17 +148,20 @@ class Trainer:
                 old = self._logprobs(self.engine, ro, rows)
             if t.kl_coef > 0:
                 ref = self._logprobs(self.initial_model, ro, rows)
-        terms = prepare_terms(self.method, self.options, ctx)
+        with autocast(t.update_dtype, *self.models.values()):
+            terms = prepare_terms(self.method, self.options, ctx)
         metrics["time/logprobs"] = time.perf_counter() - t0  # old, reference, loss terms
         return StepData(ro, adv, old, ref, terms, ctx), metrics
 
     def _logprobs(self, model, ro, rows: list[int]) -> torch.Tensor:
+        """Old and reference log-probs, in the update's dtype (so the first PPO ratio is 1)."""
         mb = self.ds_config["train_micro_batch_size_per_gpu"]
-        return torch.cat([sequence_logprobs(model, ro, rows[s:s + mb],
-                                            self.config.rollout.temperature,
-                                            pack=self.config.training.pack_prompts,
-                                            pad_id=self.tokenizer.pad_token_id)
-                          for s in range(0, len(rows), mb)])
+        with autocast(self.config.training.update_dtype, model):
+            return torch.cat([sequence_logprobs(model, ro, rows[s:s + mb],
+                                                self.config.rollout.temperature,
+                                                pack=self.config.training.pack_prompts,
+                                                pad_id=self.tokenizer.pad_token_id)
+                              for s in range(0, len(rows), mb)])
 
     def update(self, data: StepData) -> dict:
         """The optimizer steps over this step's rollouts, then the weight sync; without an

@@ -535,3 +535,26 @@ def test_a_dry_run_writes_nothing(tmp_path, capsys):
     assert cli.main(["reproduce", "table9", "--results-dir", str(tmp_path / "r"),
                      "--output-dir", str(out)]) == 0
     assert (out / "tables" / "table9.md").is_file()
+
+
+def test_compare_curves_pairs_each_seed_s_training_means(tmp_path, capsys):
+    """--curves: each seed's mean of a per-step metric over all steps and over the last third,
+    paired by seed against the reference like the metrics (by hand: seed 0 gives 0.30 and
+    0.50, seed 1 0.40 and 0.70 for MRTPO; GDPO 0.20 and 0.20 on both)."""
+    plan = table3_plan(tmp_path)
+    jobs = {j.row.label: j for j in plan.jobs}
+    metrics = {"non_live_overall": 10.0, "live_overall": 0.0, "format_rate": 1.0}
+    logs = {("MRTPO", 0): [0.1, 0.3, 0.5], ("MRTPO", 1): [0.1, 0.4, 0.7],
+            ("GDPO", 0): [0.2, 0.2, 0.2], ("GDPO", 1): [0.2, 0.2, 0.2]}
+    for (row, seed), values in logs.items():
+        store(jobs[row], seed, metrics, log=[{"step": i + 1, "reward/format": v, "loss": -v}
+                                             for i, v in enumerate(values)])
+    folders = [str(result_path(jobs[k].config).parent) for k in ("MRTPO", "GDPO")]
+    assert cli.main(["compare", *folders, "--curves", "reward/format,loss"]) == 0
+    out = capsys.readouterr().out
+    assert "train reward/format, last third" in out and "train loss" in out
+    assert "0.35 ± 0.07" in out  # MRTPO's whole-run means 0.30 and 0.40
+    assert "+0.40 [" in out  # last third: 0.5 - 0.2 and 0.7 - 0.2, mean +0.40
+    assert cli.main(["compare", *folders, "--curves", "reward/formt"]) == 2
+    assert "--curves reward/formt: seed 0's training log has no such metric" in \
+        capsys.readouterr().err

@@ -14,6 +14,7 @@ optimizer step (``skipped_updates``): with a zero gradient AdamW would only repl
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +124,46 @@ def check_sampling_gap(total: float, worst: float, tokens: int, tolerance: float
     return mean
 
 
+@contextlib.contextmanager
+def autocast(dtype: str, *models):
+    """The policy's forwards in ``dtype`` (``--update-dtype``; the update's, and the passes'
+    and the old/reference log-probs'): torch's autocast on the models' device, so the
+    transformer's matrix products run in bf16 on float32 weights (their gradients, the
+    optimizer and its state stay float32; the backward follows the forward's casts). bf16 has
+    float32's exponent range, so no loss scaling is needed. Each model's output head stays
+    float32: bf16 logits would round the log-probability of a logit near 20 by ~0.05, and the
+    head runs on the response tokens only, a small share of the FLOPs. float32: nothing
+    changes."""
+    if dtype == "float32":
+        yield
+        return
+    modules = [getattr(m, "module", m) for m in models if m is not None]  # DeepSpeed wraps
+    device = next(modules[0].parameters()).device.type if modules else "cpu"
+    heads = {id(h): h for h in (m.get_output_embeddings() for m in modules
+                                if hasattr(m, "get_output_embeddings")) if h is not None}
+    saved = []
+    for head in heads.values():
+        plain, own = head.forward, head.__dict__.get("forward")
+        head.forward = _float_forward(plain, device)
+        saved.append((head, own))
+    try:
+        with torch.autocast(device_type=device, dtype=getattr(torch, dtype)):
+            yield
+    finally:
+        for head, own in saved:
+            if own is None:
+                del head.forward  # the class's forward again
+            else:
+                head.forward = own
+
+
+def _float_forward(plain, device: str):
+    def forward(hidden):
+        with torch.autocast(device_type=device, enabled=False):
+            return plain(hidden.float())
+    return forward
+
+
 def update(engine, ds_config: dict, world: int, data: StepData, method, options, config,
            pad_id: int) -> dict:
     """PPO epochs x mini-batches of optimizer steps over this step's rollouts; metrics."""
@@ -153,11 +194,12 @@ def update(engine, ds_config: dict, world: int, data: StepData, method, options,
             for c, rows in enumerate(chunks):
                 forwarded += len(rows)
                 t0 = time.perf_counter()
-                logp, logits = sequence_logprobs(engine, data.rollout, rows,
-                                                 config.rollout.temperature, True,
-                                                 pack=t.pack_prompts, pad_id=pad_id)
-                loss, info = micro_loss(logp, logits, rows, data, method, options, config, agg,
-                                        mb)
+                with autocast(t.update_dtype, engine):
+                    logp, logits = sequence_logprobs(engine, data.rollout, rows,
+                                                     config.rollout.temperature, True,
+                                                     pack=t.pack_prompts, pad_id=pad_id)
+                    loss, info = micro_loss(logp, logits, rows, data, method, options, config,
+                                            agg, mb)
                 if engine_logp is not None and stepped == 1:  # the policy that sampled
                     r = config.rollout
                     mine = as_sampled(logp.detach().cpu(), logits,

@@ -20,13 +20,24 @@ PHASES = ("generate", "rewards", "replay", "logprobs", "forward", "backward", "o
 DEFAULT_METHODS = "grpo,gdpo,mrtpo,mrtpo@single,mrtpo@joint,cort,opsd"
 
 
+UPDATE_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+
+
 def method_config(config, spec: str):
-    """``name`` or ``mrtpo@single`` (MRTPO with another replay mode)."""
+    """``name``, ``mrtpo@single`` (MRTPO with another replay mode), either with ``:bf16`` or
+    ``:fp32`` (the update's dtype, ``--update-dtype``; default: the run's)."""
+    spec, _, dtype = spec.partition(":")
     name, _, replay = spec.partition("@")
     fields = {"method": name}
     if replay:
         fields["mrtpo_replay"] = replay
-    return replace(config, method=replace(config.method, **fields))
+    out = replace(config, method=replace(config.method, **fields))
+    if dtype:
+        if dtype not in UPDATE_DTYPES:
+            raise ValueError(f"unknown update dtype {dtype!r} in {spec}:{dtype}; use "
+                             f"{' or '.join(UPDATE_DTYPES)}")
+        out = replace(out, training=replace(out.training, update_dtype=UPDATE_DTYPES[dtype]))
+    return out
 
 
 def one_step(config, evaluate: bool = False) -> dict:
@@ -116,7 +127,8 @@ def bench_step(args: argparse.Namespace) -> int:
             f"tokens, micro-batch {config.training.micro_batch_size}, gradient checkpointing "
             f"{'on' if config.training.gradient_checkpointing else 'off'}, ZeRO stage "
             f"{config.training.zero_stage}, {'GPU' if config.training.use_gpu else 'CPU'}, "
-            f"{config.rollout.engine} engine, {config.model.dtype}; median of {args.repeats} "
+            f"{config.rollout.engine} engine, {config.model.dtype} weights, update in "
+            f"{config.training.update_dtype} unless the method says; median of {args.repeats} "
             f"alternated repeats after {args.warmup} untimed warm-up step(s), seconds"
             + (f"; the last repeat then evaluates {config.task.eval_limit} benchmark items"
                if args.evaluate else ""))
@@ -136,7 +148,8 @@ def add_parser(which) -> None:
                                       "(in-process), with ratios to a baseline")
     p.add_argument("--preset", default="smoke-learn")
     p.add_argument("--methods", default=DEFAULT_METHODS,
-                   help="comma-separated; NAME@MODE runs MRTPO with replay MODE")
+                   help="comma-separated; NAME@MODE runs MRTPO with replay MODE; NAME:bf16 or "
+                        "NAME:fp32 sets the update's dtype")
     p.add_argument("--baseline", default="gdpo")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1, help="untimed steps of the baseline first")
@@ -148,6 +161,6 @@ def add_parser(which) -> None:
     add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
                               "prompts_per_step", "group_size", "micro_batch_size",
                               "gradient_checkpointing", "zero_stage", "data_dir", "use_gpu",
-                              "engine", "dtype", "rollout_dtype", "eval_limit",
+                              "engine", "dtype", "rollout_dtype", "update_dtype", "eval_limit",
                               "eval_max_response_tokens"))
     p.set_defaults(bench_fn=bench_step)

@@ -27,9 +27,36 @@ def seed_files(folder: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
-def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[str, Cell]]:
+def curve_cells(files: dict, curves: list[str], footnote: str) -> dict[str, Cell]:
+    """For each per-step metric in ``curves`` (e.g. ``reward/format``, ``loss``): a cell of
+    each seed's mean over all its steps (``train M``) and over its last third (``train M,
+    last third``), read from ``seed<k>.train.jsonl``; a metric no step logged is an error."""
+    from harness.results import read_train_log
+
+    if not curves:
+        return {}
+    logs = {s: read_train_log(Path(p).with_suffix(".train.jsonl")) for s, p in files.items()}
+    out = {}
+    for m in curves:
+        whole, last = [], []
+        for s, rows in logs.items():
+            values = [float(r[m]) for r in rows if isinstance(r.get(m), (int, float))]
+            if not values:
+                raise ValueError(f"--curves {m}: seed {s}'s training log has no such metric "
+                                 f"(it has {', '.join(sorted(rows[0])) if rows else 'no rows'})")
+            whole.append((s, sum(values) / len(values)))
+            tail = values[-max(1, len(values) // 3):]
+            last.append((s, sum(tail) / len(tail)))
+        out[f"train {m}"] = Cell(tuple(whole), footnote=footnote)
+        out[f"train {m}, last third"] = Cell(tuple(last), footnote=footnote)
+    return out
+
+
+def run_cells(folder: Path, allow_mixed_code: bool = False,
+              curves: list[str] = ()) -> tuple[str, dict[str, Cell]]:
     """(task, metric -> cell over the folder's seeds); the seeds must share their settings and
-    (unless ``allow_mixed_code``: footnoted) their code's fingerprint."""
+    (unless ``allow_mixed_code``: footnoted) their code's fingerprint. ``curves``: per-step
+    training metrics summarised per seed (:func:`curve_cells`)."""
     from harness.provenance import machine_of_result
     from harness.results import load_result
 
@@ -51,6 +78,7 @@ def run_cells(folder: Path, allow_mixed_code: bool = False) -> tuple[str, dict[s
     if steps:
         # seconds depend on the machine most of all: its footnote, not the code's
         cells[TIME_COLUMN] = Cell(tuple(steps), footnote=on_machines, machines=machines)
+    cells.update(curve_cells(files, list(curves), footnote))
     return task, cells
 
 
@@ -138,7 +166,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from lab.reports.tables import contrast_grids
 
     folders = [Path(f) for f in args.runs]
-    runs = [run_cells(f, args.allow_mixed_code) for f in folders]
+    curves = [m.strip() for m in args.curves.split(",") if m.strip()]
+    runs = [run_cells(f, args.allow_mixed_code, curves) for f in folders]
     tasks = {t for t, _ in runs}
     if len(tasks) > 1:
         raise ValueError(f"these runs evaluate different tasks ({sorted(tasks)}); compare runs "
@@ -159,8 +188,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                              f"have {', '.join(available)}")
     else:
         headline = list(task.headline)
-    columns = [m for m in headline if any(m in c for _, c in runs)] + [TIME_COLUMN]
-    higher = [m != TIME_COLUMN and task.higher_is_better(m) for m in columns]
+    trained = [k for m in curves for k in (f"train {m}", f"train {m}, last third")]
+    columns = [m for m in headline if any(m in c for _, c in runs)] + trained + [TIME_COLUMN]
+    # a training loss is better lower; a reward, like the task's metrics, higher
+    higher = [m != TIME_COLUMN and not (m.startswith("train ") and "loss" in m)
+              and task.higher_is_better(m) for m in columns]
     grid = render.Grid(f"{task.name}: mean ± sample std over seeds (n = seeds)", "run",
                        [""] * (len(columns) + 1), [*columns, "n"], higher=[*higher, True])
     for folder, (_, cells) in zip(folders, runs):
@@ -186,6 +218,10 @@ def add_parser(sub) -> None:
     p.add_argument("runs", nargs="+", help="run folders: <results>/<task>/<method>/<model>/<setting>")
     p.add_argument("--metrics", default="", help="comma-separated metrics (default: the task's "
                                                  "headline metrics)")
+    p.add_argument("--curves", default="",
+                   help="comma-separated per-step training metrics (e.g. reward/format,loss): "
+                        "each seed's mean over its steps and over its last third, compared "
+                        "like the metrics")
     p.add_argument("--reference", default=None,
                    help="the run folder the others are compared against (default: the GDPO "
                         "run, else the first)")

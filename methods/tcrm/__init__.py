@@ -114,7 +114,18 @@ def _rank() -> int:
 def value_credit(ctx: PassContext, options) -> torch.Tensor:
     """[n, K, T]: train the value model on this step's rollouts (and the buffer's), then each
     token's change of each reward's expected outcome under it. Logged: the pairs' final- and
-    middle-token accuracy before training on them (held out), the loss terms after."""
+    middle-token accuracy before training on them (held out), the loss terms after. In float32
+    whatever the run's ``--update-dtype``: the value model's training was checked in float32
+    only (docs/results.md)."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        for device in ("cpu", "cuda"):
+            stack.enter_context(torch.autocast(device_type=device, enabled=False))
+        return _value_credit(ctx, options)
+
+
+def _value_credit(ctx: PassContext, options) -> torch.Tensor:
     import time
 
     t0 = time.perf_counter()

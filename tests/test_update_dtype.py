@@ -1,0 +1,95 @@
+"""--update-dtype: the update's forward and backward under bf16 autocast, float32 weights and
+optimizer; ``auto`` decided by the machine when the run is resolved; a stored seed without
+the field read as float32."""
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.config import RunConfig, resolve
+
+TOY = str(Path(__file__).parent / "plugins" / "toy_task.py")
+TINY = {"model": "tiny-random", "method": "gdpo", "steps": 1, "prompts_per_step": 2,
+        "group_size": 4, "max_response_tokens": 12, "eval_max_response_tokens": 8,
+        "eval_limit": 6, "lr": 1e-2, "max_prompt_tokens": 4096, "task": "toy",
+        "plugins": (TOY,)}
+
+
+@pytest.fixture(scope="module")
+def process_group():
+    from harness import engine as eng
+
+    eng.init_single_process()
+
+
+@pytest.mark.unit
+def test_auto_is_decided_by_the_machine_when_the_run_is_resolved(monkeypatch):
+    from harness import provenance
+
+    for has, want in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(provenance, "machine", lambda has=has: {"bf16": has})
+        config = resolve("smoke", {"update_dtype": "auto"})
+        assert config.training.update_dtype == want
+        gpu = resolve("smoke", {"update_dtype": "auto", "use_gpu": True})
+        assert gpu.training.update_dtype == "bfloat16"
+    assert resolve("smoke", {"update_dtype": "float32"}).training.update_dtype == "float32"
+
+
+@pytest.mark.unit
+def test_a_stored_seed_without_the_field_ran_in_float32():
+    data = resolve("smoke", {"update_dtype": "bfloat16"}).to_dict()
+    assert RunConfig.from_dict(data).training.update_dtype == "bfloat16"
+    del data["training"]["update_dtype"]
+    assert RunConfig.from_dict(data).training.update_dtype == "float32"
+
+
+@pytest.mark.unit
+def test_an_unknown_update_dtype_is_refused_by_the_run_s_check():
+    from harness.checks import settings_problems
+
+    config = resolve("smoke", {"update_dtype": "float16"})
+    assert any("unknown update_dtype 'float16'" in p for p in settings_problems(config))
+
+
+def test_a_bf16_update_computes_in_bf16_and_matches_float32(tmp_path, process_group):
+    """On the same rollouts: the decoder's products ran in bf16, the head in float32; the
+    gradient and the step agree with float32's to bf16's precision; weights stay float32 and
+    the head's forward is the class's again afterwards."""
+    from harness.trainer import Trainer
+
+    config = resolve("smoke", {**TINY, "results_dir": str(tmp_path)})
+    a, b = Trainer(config), Trainer(config)
+    data, _ = a.collect(0)
+    b.config = replace(config, training=replace(config.training, update_dtype="bfloat16"))
+    model = b.engine.module
+    seen = {}
+    proj = model.model.layers[0].mlp.down_proj
+
+    def record(name):
+        def hook(module, inputs, output):
+            seen.setdefault(name, output.dtype)  # returns None: the output is kept
+        return hook
+
+    hooks = [proj.register_forward_hook(record("proj")),
+             model.lm_head.register_forward_hook(record("head"))]
+    out_a = a.update(data)
+    out_b = b.update(data)
+    for h in hooks:
+        h.remove()
+    assert seen == {"proj": torch.bfloat16, "head": torch.float32}
+    assert "forward" not in model.lm_head.__dict__
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert out_b["grad_norm"] == pytest.approx(out_a["grad_norm"], rel=0.05)
+    assert out_b["loss"] == pytest.approx(out_a["loss"], abs=0.02)
+    # the weights after the step (the engine's copy the rollouts use, synced by update)
+    before = {n: p.detach().clone() for n, p in Trainer(config).rollout.plain_model
+              .named_parameters()}
+    step_a = torch.cat([(p.detach() - before[n]).flatten()
+                        for n, p in a.rollout.plain_model.named_parameters()])
+    step_b = torch.cat([(p.detach() - before[n]).flatten()
+                        for n, p in b.rollout.plain_model.named_parameters()])
+    # AdamW's first step is ~lr x sign(g): the two steps point the same way, up to the signs
+    # of gradients near 0, which rounding flips
+    assert step_a.norm() > 0 and step_b.norm() > 0
+    assert torch.nn.functional.cosine_similarity(step_a, step_b, dim=0) > 0.9
