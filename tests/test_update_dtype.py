@@ -23,7 +23,6 @@ def process_group():
     eng.init_single_process()
 
 
-@pytest.mark.unit
 def test_auto_is_decided_by_the_machine_when_the_run_is_resolved(monkeypatch):
     from harness import provenance
 
@@ -36,7 +35,6 @@ def test_auto_is_decided_by_the_machine_when_the_run_is_resolved(monkeypatch):
     assert resolve("smoke", {"update_dtype": "float32"}).training.update_dtype == "float32"
 
 
-@pytest.mark.unit
 def test_a_stored_seed_without_the_field_ran_in_float32():
     data = resolve("smoke", {"update_dtype": "bfloat16"}).to_dict()
     assert RunConfig.from_dict(data).training.update_dtype == "bfloat16"
@@ -44,7 +42,6 @@ def test_a_stored_seed_without_the_field_ran_in_float32():
     assert RunConfig.from_dict(data).training.update_dtype == "float32"
 
 
-@pytest.mark.unit
 def test_an_unknown_update_dtype_is_refused_by_the_run_s_check():
     from harness.checks import settings_problems
 
@@ -52,6 +49,7 @@ def test_an_unknown_update_dtype_is_refused_by_the_run_s_check():
     assert any("unknown update_dtype 'float16'" in p for p in settings_problems(config))
 
 
+@pytest.mark.model
 def test_a_bf16_update_computes_in_bf16_and_matches_float32(tmp_path, process_group):
     """On the same rollouts: the decoder's products ran in bf16, the head in float32; the
     gradient and the step agree with float32's to bf16's precision; weights stay float32 and
@@ -93,3 +91,21 @@ def test_a_bf16_update_computes_in_bf16_and_matches_float32(tmp_path, process_gr
     # of gradients near 0, which rounding flips
     assert step_a.norm() > 0 and step_b.norm() > 0
     assert torch.nn.functional.cosine_similarity(step_a, step_b, dim=0) > 0.9
+
+
+@pytest.mark.model
+def test_autocast_keeps_a_float32_head_and_a_bf16_model_s_own_head():
+    """The head's logits: float32 from float32 weights; from bf16 weights (--dtype bfloat16)
+    bf16, not an error; the head's forward is the class's again afterwards."""
+    from harness.models import load_model
+    from harness.train.update import autocast
+
+    ids = torch.tensor([[1, 2, 3, 4]])
+    for dtype, want in ((torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16)):
+        model = load_model("tiny-random", seed=0).to(dtype)
+        with autocast("bfloat16", model):
+            logits = model(input_ids=ids).logits
+        assert logits.dtype == want
+        assert "forward" not in model.lm_head.__dict__
+    with autocast("float32", model):
+        assert "forward" not in model.lm_head.__dict__

@@ -133,7 +133,7 @@ def autocast(dtype: str, *models):
     float32's exponent range, so no loss scaling is needed. Each model's output head stays
     float32: bf16 logits would round the log-probability of a logit near 20 by ~0.05, and the
     head runs on the response tokens only, a small share of the FLOPs. float32: nothing
-    changes."""
+    changes. Weights loaded in bf16 (``--dtype bfloat16``) keep their bf16 head."""
     if dtype == "float32":
         yield
         return
@@ -144,7 +144,7 @@ def autocast(dtype: str, *models):
     saved = []
     for head in heads.values():
         plain, own = head.forward, head.__dict__.get("forward")
-        head.forward = _float_forward(plain, device)
+        head.forward = _float_forward(plain, device, head.weight.dtype)
         saved.append((head, own))
     try:
         with torch.autocast(device_type=device, dtype=getattr(torch, dtype)):
@@ -157,10 +157,12 @@ def autocast(dtype: str, *models):
                 head.forward = own
 
 
-def _float_forward(plain, device: str):
+def _float_forward(plain, device: str, dtype: torch.dtype):
+    """The head's forward outside autocast, in its weights' own dtype (float32 weights: float32
+    logits; a model loaded in bf16 keeps its bf16 head)."""
     def forward(hidden):
         with torch.autocast(device_type=device, enabled=False):
-            return plain(hidden.float())
+            return plain(hidden.to(dtype))
     return forward
 
 

@@ -37,7 +37,11 @@ from lab.bench.trl_side import process_age
 
 # side -> (config overrides, what it is)
 SIDES = {
-    "harness": ({}, "the harness as it runs (lean engine, prompt packing)"),
+    "harness": ({"update_dtype": "float32"}, "the harness as it runs (lean engine, prompt "
+                                              "packing), its update in float32"),
+    "harness-bf16": ({"update_dtype": "bfloat16"}, "the same with its update, log-probs and "
+                                                   "passes under bf16 autocast "
+                                                   "(--update-dtype bfloat16)"),
     "harness-hf": ({"engine": "hf"}, "transformers generate with shared prefill, packing on"),
     "harness-hf-plain": ({"engine": "hf", "hf_share_prefill": False, "pack_prompts": False},
                          "transformers generate, no shared prefill, no prompt packing"),
