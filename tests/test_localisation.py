@@ -40,6 +40,9 @@ def test_variant_names():
     assert loc.parse_variant("p2t@shuffled") == ("p2t", "loo", "shuffled")
     assert loc.parse_variant("mrtpo@placebo") == ("mrtpo", "loo", "placebo")
     assert loc.parse_variant("p2t@cross") == ("p2t", "loo", "cross")
+    assert loc.parse_variant("p2t@single:bf16") == ("p2t", "single", "")  # replayed in bf16
+    with pytest.raises(ValueError, match="only :bf16"):
+        loc.parse_variant("mrtpo:fp16")
     with pytest.raises(ValueError, match="mode after @"):
         loc.parse_variant("mrtpo@nope")
     with pytest.raises(ValueError, match="not one"):

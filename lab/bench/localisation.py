@@ -48,15 +48,17 @@ CONTROL = "shuffled"
 CONTROLS = (CONTROL, "placebo", "cross")
 MODES = ("loo", "joint", "single")
 STATS = ("span_ratio", "top10")
-RESAMPLES = 2000
-SMALL = 10  # fewer prompts than this: a t-interval over the prompts' means
+RESAMPLES, SMALL = 2000, 10  # bootstrap resamples; under SMALL prompts a t-interval instead
 
 
 def parse_variant(spec: str) -> tuple[str, str, str]:
     """``mrtpo`` / ``p2t``, each with ``@joint`` / ``@single`` or a control (``@shuffled``,
     ``@placebo``, ``@cross``), or ``tcrm`` (``@abs``, ``@shuffled``, ``@cross``) -> (method,
     contexts or profile, control or "")."""
-    name, _, mode = spec.strip().partition("@")
+    spec, _, dtype = spec.strip().partition(":")  # :bf16: replayed under bf16 autocast
+    if dtype not in ("", "bf16"):
+        raise ValueError(f"unknown dtype suffix in {spec}:{dtype}: only :bf16")
+    name, _, mode = spec.partition("@")
     if name not in METHODS:
         raise ValueError(f"bench localisation measures the per-reward token profiles of "
                          f"{' and '.join(METHODS)}; {spec!r} is not one (e.g. mrtpo, "
@@ -79,9 +81,9 @@ def profile_of(name: str, ctx, options, mode: str):
     ``shuffled``: permuted over each response's tokens, as MRTPO's ablation)."""
     import torch
 
-    if name == "mrtpo":
-        from methods.mrtpo import mrtpo_token_weights, relevance
+    from methods.mrtpo import mrtpo_token_weights, relevance
 
+    if name == "mrtpo":
         with torch.no_grad():
             d = relevance(ctx, replace(options, mrtpo_replay=mode, mrtpo_replay_all=True))
         return d, lambda raw, shuffled, seed: mrtpo_token_weights(
@@ -91,7 +93,6 @@ def profile_of(name: str, ctx, options, mode: str):
 
         return profile(ctx, options, mode)
     from methods import p2t
-    from methods.mrtpo import mrtpo_token_weights
 
     opts = replace(options, p2t_contexts=mode)
     infl = p2t.verifier_influence(ctx, opts)
@@ -187,6 +188,7 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
 
     from harness.train.passes import context
     from harness.train.sample import sample
+    from harness.train.update import autocast
     from harness.trainer import Trainer
     from methods.mrtpo.diagnostics import batch_records
 
@@ -210,12 +212,14 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     computed: dict[tuple, tuple] = {}  # (method, mode, placebo) -> raw profile (reused)
     for spec in variants:
         name, mode, control = parse_variant(spec)
+        dtype = spec.partition(":")[2]
         t0 = time.perf_counter()
-        key = (name, mode, control == "placebo")
+        key = (name, mode, control == "placebo", dtype)
         if key not in computed:
             # the placebo replays the same responses with uninformative verifier texts
-            computed[key] = profile_of(name, placebo_context(ctx, seed) if key[2] else ctx,
-                                       trainer.options, mode)
+            with autocast("bfloat16" if dtype else "float32", *trainer.models.values()):
+                computed[key] = profile_of(name, placebo_context(ctx, seed) if key[2] else ctx,
+                                           trainer.options, mode)
         raw, to_weights = computed[key]
         # the profile the allocation trains with, shuffled as its ablation; a reward absent
         # from a response's prompt has no profile there (NaN: not counted)
@@ -383,9 +387,9 @@ def add_parser(which) -> None:
     p.add_argument("--methods", default=DEFAULT_VARIANTS,
                    help="comma-separated variants: mrtpo or p2t, each plain or @joint, "
                         "@single, or a control: @shuffled (calibration), @placebo "
-                        "(uninformative verifier texts), @cross (another reward's profile)")
-    p.add_argument("--responses", type=int, default=64,
-                   help="responses to sample (a multiple of the group size)")
+                        "(uninformative verifier texts), @cross (another reward's profile); "
+                        "a :bf16 suffix replays under --update-dtype bfloat16")
+    p.add_argument("--responses", type=int, default=64, help="responses to sample (G x prompts)")
     p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed")
     p.add_argument("--label", default="", help="report name (default localisation-<task>)")
     p.add_argument("--output-dir", default=None,
