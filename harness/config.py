@@ -17,6 +17,7 @@ from common.registry import did_you_mean
 from common.options import (from_section_dict, open_dataclass, option, option_fields,
                             section_dict, with_absent, with_values)
 from harness import plugins
+from harness.autovalues import auto_values
 from harness.presets import PRESETS
 from methods.base import make_options_class
 from tasks.registry import FAMILY_OPTIONS
@@ -340,8 +341,6 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
 def resolve(preset: str, overrides: dict[str, Any]) -> RunConfig:
     """Defaults -> preset -> overrides."""
     base = apply_overrides(RunConfig(), PRESETS.get(preset).overrides)
-    from harness.autovalues import auto_values
-
     return auto_values(apply_overrides(base, {**overrides, "preset": preset}))
 
 

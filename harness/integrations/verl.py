@@ -156,15 +156,13 @@ def compute_advantage(data, adv_estimator, gamma: float = 1.0, lam: float = 1.0,
                                              config=config)
     if "response_mask" not in data.batch.keys():
         data.batch["response_mask"] = ray_trainer.compute_response_mask(data)
-    if "uid" not in data.non_tensor_batch:
-        raise ValueError(f"estimator {name} needs the batch's 'uid' (the prompt groups)")
     if not norm_adv_by_std_in_grpo:
         raise ValueError("norm_adv_by_std_in_grpo=False does not apply to a harness method: "
                          "set its own options (e.g. methods.options(whiten='none')) instead")
     fn = _verl().get_adv_estimator_fn(name)
     adv, returns = fn(token_level_rewards=data.batch["token_level_rewards"],
                       response_mask=data.batch["response_mask"],
-                      index=data.non_tensor_batch["uid"], config=config,
+                      index=data.non_tensor_batch.get("uid"), config=config,
                       non_tensor_batch=data.non_tensor_batch)
     data.batch["advantages"] = adv
     data.batch["returns"] = returns
