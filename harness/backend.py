@@ -29,6 +29,10 @@ def usable_cpus() -> int:
 
 
 def _worker_entry(loop_config: dict) -> None:
+    from harness import startup
+
+    clock = startup.Clock(loop_config["startup"])
+    clock.mark("worker_entry")
     import torch
 
     from harness.console import quiet
@@ -44,8 +48,9 @@ def _worker_entry(loop_config: dict) -> None:
     resolved = runs.from_stored(loop_config["config"])
     # the seed's files, with the config as this resolution made it
     run = replace(loop_config["run"], config=resolved.config)
+    clock.mark("worker_imported")
     train_worker(resolved, reporter_factory=worker_reporter, checkpointer=RayCheckpointer(),
-                 run=run)
+                 run=run, clock=clock)
 
 
 def _sft_entry(loop_config: dict) -> None:
@@ -133,12 +138,16 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
             prefix="harness-ray-"))
     else:
         name = RUN_NAME
+    from harness import startup
+
+    startup.mark("fit_called")
     trainer = TorchTrainer(
         entry,
         # the method section as a result stores it (the run's own method's options): a field
         # of a plugin this driver loaded for another run would be unknown to the workers
+        # startup: the driver's clock and marks, for the worker's own (harness.startup)
         train_loop_config={"config": stored_config(config), "threads": resources["CPU"],
-                           **payload},
+                           "startup": startup.handoff(), **payload},
         scaling_config=ray.train.ScalingConfig(
             num_workers=t.workers, use_gpu=t.use_gpu, resources_per_worker=resources,
             placement_strategy=t.placement_strategy),

@@ -107,13 +107,35 @@ def _skip_cpu_shm_build() -> None:
         module.build_shm_op = lambda: None
 
 
+def import_deepspeed():
+    """``import deepspeed``, without the MLflow import it does for its autotuner.
+
+    DeepSpeed's autotuner imports MLflow at import time, when MLflow is installed, to log
+    autotuning experiments, which a harness run never starts; that import took 1.5 of the 1.9 s
+    DeepSpeed's import costs a worker here (MLflow is installed for ``--report-to mlflow``). It
+    is hidden for that one import only; ``--report-to mlflow`` imports MLflow itself later.
+    """
+    import sys
+
+    if "deepspeed" in sys.modules:
+        return sys.modules["deepspeed"]
+    hide = "mlflow" not in sys.modules
+    if hide:
+        sys.modules["mlflow"] = None  # `import mlflow` raises ImportError: has_mlflow = False
+    try:
+        import deepspeed
+    finally:
+        if hide and sys.modules.get("mlflow", 0) is None:
+            del sys.modules["mlflow"]
+    return deepspeed
+
+
 def build_engine(config: RunConfig, mini_batch: int, source: str | None = None,
                  trainable=None):
     """(engine, ds_config) for the policy loaded from ``source`` (default: the config's model).
     ZeRO-3 partitions while loading. ``trainable(model)``: sets ``requires_grad`` (the rest is
     frozen and left out of the optimizer)."""
-    import deepspeed
-
+    deepspeed = import_deepspeed()
     if not config.training.use_gpu:
         _skip_cpu_shm_build()
     # DeepSpeed reads the world size from its own comm layer: wrap the process group that
@@ -154,8 +176,7 @@ def placement() -> dict:
 def gathered_parameters(module, named=None) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """Full (name, tensor) pairs of a possibly ZeRO-3-partitioned module, for weight sync.
     ``named``: only these (name, parameter) pairs of it (a bucket), gathered together."""
-    import deepspeed
-
+    deepspeed = import_deepspeed()
     named = list(module.named_parameters()) if named is None else list(named)
     with deepspeed.zero.GatheredParameters([p for _, p in named], modifier_rank=None):
         yield [(n, p.data) for n, p in named]

@@ -85,18 +85,21 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print, force: bool = 
               ) -> list[Path]:
     """Train and evaluate these seeds (no check of what is stored: see ``pending_seeds``);
     ``force``: evaluate every benchmark again, stored or not."""
-    from harness import assets
+    from harness import assets, startup
     from harness.backend import start_ray, train_seed
 
     if not seeds:
         return []
     if config.model.model == assets.SMOLLM2_NAME:
         assets.prepare_smollm2()  # once, in the driver, before workers race for it
+    startup.mark("model_prepared")
     start_ray(address=config.training.ray_address)
+    startup.mark("ray_started")
     if config.warmstart.warm_start:
         from harness.backend import warm_start
 
         log(f"warm start: {warm_start(config)}")
+        startup.mark("warm_start_ready")
     from harness.seedrun import SeedRun
 
     out = []

@@ -19,6 +19,7 @@ import torch
 from harness import checks
 from harness import engine as eng
 from harness import orphan
+from harness import startup
 from harness.config import RunConfig
 from harness.data import PromptSampler, load_eval, load_train
 from harness.models import load_model, load_tokenizer
@@ -36,12 +37,12 @@ from tasks.base import Example, Task
 
 
 class Trainer:
-    def __init__(self, config: RunConfig | Run) -> None:
+    def __init__(self, config: RunConfig | Run, clock: startup.Clock | None = None) -> None:
         """``config``: the worker's resolved ``Run`` (``harness.run.from_stored``), or a config
-        (in-process tests), resolved here through the same function."""
-        # where a worker's start-up goes: seconds since its process started at each mark (the
-        # first step's log carries them as time/startup/<mark>)
-        self.startup: dict[str, float] = {}
+        (in-process tests), resolved here through the same function. ``clock``: the start-up
+        marks on the driver's clock (``harness.startup``; default: this process's own), which
+        the first step's log carries as time/startup/<mark>."""
+        self.clock = clock or startup.Clock()
         self._mark("trainer_begin")
         resolved = config if isinstance(config, Run) else of_config(config, (config.seed,))
         config = resolved.config
@@ -94,9 +95,7 @@ class Trainer:
         self._mark("trainer_ready")
 
     def _mark(self, name: str) -> None:
-        import psutil
-
-        self.startup[f"time/startup/{name}"] = time.time() - psutil.Process().create_time()
+        self.clock.mark(name)
 
     def _usable(self, examples: list[Example]) -> list[Example]:
         ids = self.rollout.encode(examples)
@@ -204,6 +203,8 @@ class Trainer:
         for step in range(start, self.config.training.steps):
             if self.cuda:
                 torch.cuda.reset_peak_memory_stats()
+            if step == start:
+                self._mark("first_step_begins")
             t0 = time.perf_counter()
             data, metrics = self.collect(step)
             t1 = time.perf_counter()
@@ -219,7 +220,7 @@ class Trainer:
                     and step + 1 < self.config.training.steps:  # the last: after training
                 metrics.update(self.evaluate_during_training())
             if step == start:
-                metrics.update(self.startup)
+                metrics.update(self.clock.metrics())
             history.append(metrics)
             if trackers is not None:
                 trackers.log(metrics, step + 1)
@@ -314,14 +315,15 @@ def model_context(folder: str) -> int | None:
 
 
 def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=None,
-                 run: SeedRun | None = None) -> Path | None:
+                 run: SeedRun | None = None, clock: startup.Clock | None = None
+                 ) -> Path | None:
     """Train and evaluate one seed on this rank; rank 0 stores and returns the result path.
     ``config``: the worker's resolved ``Run`` (or a config: in-process tests);
     ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console);
     ``checkpointer``: see ``Trainer.train``; ``run``: the seed's paths (made from ``config``
-    when not given: in-process tests)."""
+    when not given: in-process tests); ``clock``: see ``Trainer``."""
     start = time.perf_counter()
-    trainer = Trainer(config)
+    trainer = Trainer(config, clock)
     config = trainer.config
     run = run or SeedRun.of(config)
     # the log grows in a .partial file that store_result renames: a killed run never leaves a

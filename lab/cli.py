@@ -75,7 +75,10 @@ def seed_list(text: str) -> list[int]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import run as runs
+    from harness import startup
     from harness.launch import pending_seeds, run_seeds, stale_seeds, validate
+
+    startup.mark("cli_ready")
 
     overrides = overrides_from(args)
     missing = [f"--{k}" for k in ("method", "task") if k not in overrides]
@@ -92,6 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return dry_run(run)
     validate(run)  # the verdict the dry run prints: nothing has started yet
+    startup.mark("run_checked")
     config = run.config
     print(run.training_line)
     if run.untrained_note:

@@ -51,6 +51,51 @@ def short(title: str) -> str:
     return f"{first} {' '.join(title.split()[1:3])}".strip()
 
 
+# what each start-up mark ends (harness.startup): the phase is the time since the mark before
+MARK_HELP = {
+    "cli_ready": "Python start, the CLI's imports",
+    "run_checked": "the run resolved and checked (tasks, methods, data, model files)",
+    "model_prepared": "the embedded model's files made ready",
+    "ray_started": "ray.init: a local GCS, raylet and worker pool",
+    "warm_start_ready": "the cached warm start found",
+    "fit_called": "Ray Train imported, the seed's folders",
+    "worker_process_started": "(the worker's process, often pooled by Ray ahead of time)",
+    "worker_entry": "Ray Train's controller, placement group, worker actor and process group",
+    "worker_imported": "the worker's imports (torch, transformers, DeepSpeed, the harness)",
+    "trainer_begin": "the run resolved again from its stored config",
+    "rollout_engine_built": "tokenizer, the model loaded, the rollout engine built",
+    "deepspeed_engine_built": "DeepSpeed's engine (its own model copy, the optimizer)",
+    "trainer_ready": "the training data, the first weight sync",
+    "first_step_begins": "checkpoint lookup, the training log, the trackers",
+    # the Ray floor's (lab.bench.ray_floor)
+    "imports": "Python start, importing the harness's backend",
+    "fit_returned": "the empty function's fit winding down",
+}
+
+
+def timeline(marks: dict[str, float]) -> list[list]:
+    """[mark, seconds since the command started, the phase it ends, what that phase is] in time
+    order; the worker process's own start is shown but ends no phase."""
+    rows, last = [], 0.0
+    for name, t in sorted(marks.items(), key=lambda kv: kv[1]):
+        if name == "worker_process_started":
+            rows.append([name, t, "", MARK_HELP[name]])
+            continue
+        rows.append([name, t, t - last, MARK_HELP.get(name, "")])
+        last = t
+    return rows
+
+
+def ray_floor() -> dict[str, float]:
+    """``lab.bench.ray_floor``'s marks, from a fresh process."""
+    import json
+
+    out = Path(tempfile.mkdtemp(prefix="ray-floor-")) / "floor.json"
+    subprocess.run([sys.executable, "-m", "lab.bench.ray_floor", str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
 def bench_launch(args: argparse.Namespace) -> int:
     import os
 
@@ -116,6 +161,9 @@ def bench_launch(args: argparse.Namespace) -> int:
     m = {**report.machine(), **meter.stop(own_extra=tree_total)}
     marks = {k.split("/", 2)[2]: v for k, v in history[0].items()
              if k.startswith("time/startup/")}
+    # the run's own clock where it has one (the sampling's otherwise)
+    first_start = marks.get("first_step_begins", first_start)
+    floor = ray_floor() if args.ray_floor else {}
     phases = {p: statistics.median(h.get(f"time/{p}", 0.0) for h in history[1:] or history)
               for p in ("generate", "rewards", "forward", "backward", "optimizer", "sync")}
     busiest = sorted(control.items(), key=lambda kv: -kv[1])[:8]
@@ -126,7 +174,7 @@ def bench_launch(args: argparse.Namespace) -> int:
         "control_share_of_machine": total_control / (cores * wall),
         "control_per_worker_cpu": total_control / max(workers, 1e-9),
         "control_by_process": dict(busiest), "total_wall_s": time.perf_counter() - start,
-        "worker_startup_marks_s": marks, "median_phases_s": phases}
+        "startup_marks_s": marks, "median_phases_s": phases, "ray_floor_marks_s": floor}
     print(json.dumps(summary, indent=1))
     what = (f"`bench launch --task {args.task} --method {args.method} --steps {args.steps}"
             f"{' ' + ' '.join(args.extra) if args.extra else ''}`: `harness run --preset "
@@ -142,10 +190,17 @@ def bench_launch(args: argparse.Namespace) -> int:
                                [[k, v] for k, v in busiest])
     split = report.markdown_table(["phase (median step)", "s"], [[k, v] for k, v in phases.items()])
     worker = report.markdown_table(
-        ["worker start-up mark", "s since the worker process started"],
-        [[k, v] for k, v in marks.items()])
+        ["start-up mark (harness.startup)", "s since the command started", "phase s",
+         "the phase"],
+        timeline(marks))
     md = (f"# {args.label}\n\n{what}\n\nMachine: {report.machine_line(m)}\n\n{table}\n"
           f"{split}\n{worker}\n{by}")
+    if floor:
+        md += ("\nRay's own floor (`python -m lab.bench.ray_floor`, a fresh process after the run): "
+               "`ray.init` as the harness starts it, then a Ray Train fit of one worker whose "
+               "function does nothing\n\n" + report.markdown_table(
+                   ["mark", "s since the process started", "phase s", "the phase"],
+                   timeline(floor)))
     report.publish(args.label, {"bench": "launch", "machine": m, "command": cmd, **summary},
                    md, args.output_dir)
     return 0
@@ -159,6 +214,9 @@ def add_parser(which) -> None:
     p.add_argument("--method", default="grpo")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--interval", type=float, default=0.25, help="sampling period, seconds")
+    p.add_argument("--ray-floor", action="store_true",
+                   help="also measure Ray's own start-up (ray.init, a Ray Train fit of an empty "
+                        "function) in a fresh process after the run")
     p.add_argument("--label", default="launch", help="report name under --output-dir")
     p.add_argument("--output-dir", default=None,
                    help="default: runs/bench/ (results/bench refreshes the committed reports)")
