@@ -27,9 +27,11 @@ def test_interval_is_scipys_bootstrap_of_the_mean():
     assert (low, high) == pytest.approx((ref.low, ref.high))
     assert low < mean < high and low > 1.0  # these ratios are localised
     assert loc.interval([1.5, 1.5, 1.5]) == (1.5, 1.5, 1.5)  # no spread: no resampling
-    assert loc.verdict(low, high).startswith("localised")
-    assert loc.verdict(0.9, 1.2).startswith("not distinguishable")
-    assert loc.verdict(0.5, 0.8).startswith("avoided")
+    from lab.bench.localisation_report import verdict
+
+    assert verdict(low, high).startswith("localised")
+    assert verdict(0.9, 1.2).startswith("not distinguishable")
+    assert verdict(0.5, 0.8).startswith("avoided")
 
 
 def test_variant_names():
@@ -39,6 +41,7 @@ def test_variant_names():
     assert loc.parse_variant("p2t@single") == ("p2t", "single", "")
     assert loc.parse_variant("p2t@shuffled") == ("p2t", "loo", "shuffled")
     assert loc.parse_variant("mrtpo@placebo") == ("mrtpo", "loo", "placebo")
+    assert loc.parse_variant("mrtpo@order") == ("mrtpo", "loo", "order")
     assert loc.parse_variant("p2t@cross") == ("p2t", "loo", "cross")
     assert loc.parse_variant("p2t@single:bf16") == ("p2t", "single", "")  # replayed in bf16
     with pytest.raises(ValueError, match="only :bf16"):
@@ -124,14 +127,20 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     for spec in ("mrtpo@joint", "p2t@joint"):
         joint = data["results"][spec]
         assert joint["parity/top10"]["mean"] == pytest.approx(joint["vowels/top10"]["mean"])
-    # the placebo is paired with the real replay over the same responses; the cross reading
-    # puts each reward's profile under the other's name
-    assert set(data["specificity"]) == {"mrtpo", "p2t"}
-    assert set(data["specificity"]["mrtpo"]) <= {k for k in data["results"]["mrtpo"]
-                                                 if k.endswith("/span_ratio")}
+    # the text controls are paired with the real replay over the same responses; the cross
+    # reading puts each reward's profile under the other's name
+    assert set(data["specificity"]["placebo"]) == {"mrtpo", "p2t"}
+    assert set(data["specificity"]["order"]) == {"mrtpo"}
+    assert set(data["specificity"]["placebo"]["mrtpo"]) <= {
+        k for k in data["results"]["mrtpo"] if k.endswith("/span_ratio")}
     assert data["results"]["mrtpo@placebo"] != data["results"]["mrtpo"]
+    # the placebo holds none of the verifier texts' tokens; the order control all of them
+    overlap = data["facts"]["control_overlap"]
+    assert set(overlap["placebo"].values()) == {0.0}
+    assert all(v > 0.5 for v in overlap["order"].values())
     assert all(s["prompts"] <= s["n"] for s in data["results"]["mrtpo@cross"].values())
     # P2T's profile is its own, not MRTPO's
     assert data["results"]["p2t"]["vowels/top10"] != data["results"]["mrtpo"]["vowels/top10"]
     md = (tmp_path / "localisation-toy-spans.md").read_text()
     assert "| parity/span_ratio |" in md and "Verdicts (mrtpo)" in md
+    assert "token overlap of the control texts with the verifier texts: " in md

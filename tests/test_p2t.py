@@ -360,3 +360,72 @@ def test_both_variants_train_a_step_in_the_loop(tmp_path):
             assert 0 < metrics["p2t/step_reward"] < 1
         else:
             assert 0 < metrics["alloc/kept"] <= 1
+
+
+# --- mutants an audit found no test killed --------------------------------------------------
+def test_reward_model_allocation_weighs_flat_by_alpha_and_redistributed_by_omega(tmp_path,
+                                                                                  tiny):
+    """S = GDPO + alpha R_s + omega N_s R_s softmax: with alpha != omega and flat !=
+    redistributed, swapping the two coefficients changes every number."""
+    path = _reward_model(tmp_path / "prm", "token", tiny[1])
+    # the pass's output [N, 2, T]: flat R_s and redistributed N_s R_s softmax, by hand
+    out = torch.tensor([[[0.5, 0.5], [0.2, 0.8]], [[0.25, 0.25], [0.4, 0.1]]])
+    b = RolloutBatch(rewards=torch.tensor([[1.0, 0.0], [0.0, 0.0]]), reward_names=("a", "b"),
+                     reward_bounds=((0.0, 1.0),) * 2, group=torch.tensor([0, 0]),
+                     response_mask=torch.tensor([[1, 1], [1, 1]]),
+                     passes={"attribution": out}, step=0, total_steps=1)
+    got = methods.advantages("p2t", b, whiten="none", p2t_reward_model=path,
+                             p2t_flat_coef=2.0, p2t_coef=0.5)
+    # GDPO: reward a [1, 0] -> +-0.707107 (eps 1e-6), b constant -> 0
+    a = 1 / math.sqrt(2) * (1 - 1e-6 * math.sqrt(2))
+    expected = torch.tensor([[a + 2.0 * 0.5 + 0.5 * 0.2, a + 2.0 * 0.5 + 0.5 * 0.8],
+                             [-a + 2.0 * 0.25 + 0.5 * 0.4, -a + 2.0 * 0.25 + 0.5 * 0.1]])
+    assert torch.allclose(got, expected, atol=1e-5)
+
+
+def test_reward_model_temperature_sharpens_each_steps_softmax(tmp_path, tiny):
+    """softmax(I / tau): at tau 0.5 a step's weights are the squares of tau 1's, renormalised;
+    a variant that ignored tau would give tau 1's."""
+    from methods.p2t import reward_model
+
+    model, tok = tiny
+    path = _reward_model(tmp_path / "prm", "token", tok)
+    ids, mask = _policy_rows(tok, ["First add two.\n\nThen double it.\n\nSo 8."])
+    ctx = PolicyContext.of(model, tok, [_example()], ids, mask, ["a", "b"])
+    one, half = (reward_model.token_rewards(ctx, methods.options(p2t_reward_model=path,
+                                                                 p2t_temperature=tau))
+                 for tau in (1.0, 0.5))
+    n = int(mask.sum()) - 1
+    flat = one[0, 0, :n]
+    for v in sorted(set(flat.tolist())):
+        step = flat == v
+        w1 = one[0, 1, :n][step] / (v * int(step.sum()))
+        w_half = half[0, 1, :n][step] / (v * int(step.sum()))
+        assert not torch.allclose(w1, torch.full_like(w1, 1 / len(w1)), atol=1e-4)
+        assert torch.allclose(w_half, w1 ** 2 / (w1 ** 2).sum(), atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["loo", "single", "joint"])
+def test_each_context_mode_puts_with_and_without_the_right_way_round(tiny, mode):
+    """The last response token is no one's input: its influence is exactly the target-role
+    term, (lp_with - lp_without) - (lq_with - lq_without), with the mode's own contexts:
+    loo all vs all but k, single k's alone vs none, joint all vs none. Swapping with and
+    without flips its sign."""
+    from methods.contexts import replay_messages
+
+    model, tok = tiny
+    ex = _example()
+    response = torch.randint(5, len(tok) - 1, (6,), generator=torch.Generator().manual_seed(4))
+    ids = response[None]
+    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["a", "b"])
+    infl = verifier_influence(ctx, methods.options(p2t_contexts=mode))
+    pad, last = tok.pad_token_id, len(response) - 1
+    for k, name in enumerate(["a", "b"]):
+        with_, without = {"loo": ({"a", "b"}, {"a", "b"} - {name}),
+                          "single": ({name}, set()), "joint": ({"a", "b"}, set())}[mode]
+        lw, _ = _reference_ll(model, tok, replay_messages(ex, with_), response.tolist())
+        lo, _ = _reference_ll(model, tok, replay_messages(ex, without), response.tolist())
+        r = int(response[last])
+        target = float((lw[last, r] - lo[last, r]) - (lw[last, pad] - lo[last, pad]))
+        assert abs(target) > 1e-4  # a sign to get wrong
+        assert infl[0, k, last].item() == pytest.approx(target, rel=1e-3, abs=1e-6)

@@ -1,17 +1,18 @@
-"""The placebo control of ``bench localisation``: uninformative verifier texts of the same
-length, and on a model that reads its verifier text, a placebo span ratio that covers 1 where
-the real one does not."""
+"""The text controls of ``bench localisation``: a placebo of the same length with none of the
+batch's verifier tokens, an order control with all of them, and on a model that reads its
+verifier text, a placebo span ratio that covers 1 where the real one does not."""
 import dataclasses
 
 import pytest
 import torch
 
 from lab.bench import localisation as loc
-from lab.bench.placebo import placebo_examples, placebo_texts
+from lab.bench.placebo import control_context, control_examples, placebo_texts
 from tasks.base import Example, VerifierInfo
 
 WORDS = ["pad", "the", "a", "of", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot",
          "answer", "is", "format"]
+SOURCE = [" " + w for w in WORDS]  # the placebo's words: here, any word of the vocabulary
 
 
 class WordTokenizer:
@@ -32,20 +33,62 @@ def example(k: int) -> Example:
                        VerifierInfo("format", "format", privileged=False)))
 
 
-def test_a_placebo_has_the_same_length_and_another_prompts_words():
+def test_a_placebo_has_the_same_length_and_none_of_the_batchs_verifier_words():
     tok, batch = WordTokenizer(), [example(k) for k in range(3)]
-    texts = placebo_texts(batch, tok, seed=0)
+    banned = {"alpha", "bravo", "charlie", "format"}  # every verifier text's words, all rewards
+    texts = placebo_texts(batch, tok, seed=0, source=SOURCE)
     for ex in batch:
-        real = ex.info_for("name").text
-        fake = texts[(ex.id, real)]
-        assert fake != real and len(tok.encode(fake)) == len(tok.encode(real))
-        assert not set(fake.split()) & set(real.split())  # nothing of this prompt's answer
-    # every prompt has the same format text: its placebo is that text scrambled, in the prompt
-    # too (the replay cuts it there)
-    placebo = placebo_examples(batch, tok, seed=0)
-    assert placebo[0].info_for("format").text == "format"
-    assert placebo[0].messages[0]["content"] == "format the answer"
+        for info in ex.verifier_info:
+            fake = texts[(ex.id, info.text)]
+            assert len(tok.encode(fake)) == len(tok.encode(info.text))
+            assert not set(fake.split()) & banned  # not even another prompt's answer
+    # in the prompt too (the replay cuts it there); the per-reward overlap is 0
+    placebo, overlap = control_examples(batch, tok, seed=0, source=SOURCE)
+    assert placebo[0].info_for("format").text not in banned
+    assert placebo[0].messages[0]["content"].split()[1:] == ["the", "answer"]
     assert [e.id for e in placebo] == [e.id for e in batch]
+    assert overlap == {"name": 0.0, "format": 0.0}
+
+
+def test_the_order_control_keeps_every_verifier_token():
+    tok = WordTokenizer()
+    batch = [dataclasses.replace(example(0), verifier_info=(
+        VerifierInfo("name", "alpha is the answer", privileged=True),))]
+    order, overlap = control_examples(batch, tok, seed=1, kind="order")
+    text = order[0].info_for("name").text
+    assert sorted(text.split()) == sorted("alpha is the answer".split())
+    assert overlap == {"name": 1.0}
+    with pytest.raises(ValueError, match="unknown text control"):
+        placebo_texts(batch, tok, kind="scrambled")
+
+
+def test_no_word_left_outside_the_verifier_texts_is_a_clear_error():
+    tok, batch = WordTokenizer(), [example(0)]
+    with pytest.raises(ValueError, match="no words left outside"):
+        placebo_texts(batch, tok, source=[" alpha", " format"])
+
+
+@pytest.mark.model
+def test_a_real_tokenizers_placebo_shares_no_token_after_encoding_again():
+    """SmolLM2's BPE: a format spec with its tags and fences and SQL gold queries; each
+    placebo, decoded and encoded again, holds none of their tokens."""
+    from harness.models import load_tokenizer
+
+    tok = load_tokenizer("tiny-random")
+    spec = "Reply as <think>...</think> then <answer>```sql\nSELECT ...\n```</answer>."
+    batch = [Example(id=f"q{k}", reference=q, messages=({"role": "user", "content":
+                                                         f"Question {k}. {spec}"},),
+                     verifier_info=(VerifierInfo("format", spec, False),
+                                    VerifierInfo("execution", q, True)))
+             for k, q in enumerate(["SELECT name FROM singer WHERE age > 30",
+                                    "SELECT count(*) FROM concert GROUP BY year"])]
+    made, overlap = control_examples(batch, tok, seed=0)
+    assert overlap == {"format": 0.0, "execution": 0.0}
+    for ex, real in zip(made, batch):
+        for a, b in zip(ex.verifier_info, real.verifier_info):
+            assert len(tok.encode(a.text, add_special_tokens=False)) == \
+                len(tok.encode(b.text, add_special_tokens=False))
+    assert spec not in made[0].messages[0]["content"]
 
 
 class CopyContext:
@@ -109,7 +152,8 @@ def test_the_placebo_covers_one_where_the_real_replay_localises():
 
     mean, low, high = ratio(ctx)
     assert low > 1.0 and mean == pytest.approx(8.0, rel=1e-3)  # all credit on 1 of 8 tokens
-    placebo = loc.placebo_context(ctx, seed=0)
+    # the placebo's words: none of the responses' (this model would copy them)
+    placebo = control_context(ctx, seed=0, source=[" pad", " answer", " is"])
     assert placebo.response_ids is ctx.response_ids  # the same responses
     mean, low, high = ratio(placebo)
     assert low <= 1.0 <= high and mean == pytest.approx(1.0)

@@ -268,9 +268,6 @@ def test_steps_to_threshold_and_its_median_over_seeds():
     # a partial window at the start never counts: 0.9 alone at step 1 is not a mean of 2
     start_high = [{"step": i + 1, "reward/format": v} for i, v in enumerate([0.9, 0.1, 0.1])]
     assert figures.steps_to_threshold(start_high, "reward/format", 0.8, window=2) is None
-    assert figures.median_steps([5, 3, None]) == "5 (2 of 3 seeds reached it)"
-    assert figures.median_steps([5, None, None]).startswith("not reached (1 of 3")
-    assert figures.median_steps([4, 6]) == "5 (2 of 2 seeds reached it)"
     assert figures.quantile([1.0, 2.0, 3.0, 4.0], 0.25) == 1.75
 
 
@@ -288,9 +285,12 @@ def test_figure4_from_stored_logs(tmp_path):
     png = files[0].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and files[1].read_bytes()[:4] == b"%PDF"
     # mrtpo: the trailing mean of 5 steps of 0.11t (+0.1 on seed 1) first reaches 0.8 at step
-    # 10 (seed 0) and 9 (seed 1): median 9.5
-    assert "- mrtpo: 9.5 (2 of 2 seeds reached it)" in summary and "(paper: 13)" in summary
-    assert "- grpo: not reached (0 of 2" in summary
+    # 10 (seed 0) and 9 (seed 1): Kaplan-Meier median 9.5, and two seeds make no band
+    assert "- mrtpo: 9.5 [9, not reached] (2 of 2 seeds reached it); per seed: 10, 9" in summary
+    assert "(paper: 13)" in summary
+    # grpo's 0.02t never reaches it in 20 steps: censored at 20
+    assert "- grpo: not reached by any of 2 seeds; per seed: 20+, 20+" in summary
+    assert "- mrtpo against gdpo: log-rank p = " in summary and "per shared seed" not in summary
 
 
 def test_figure5_names_the_methods_stored_without_evaluations_during_training(tmp_path):

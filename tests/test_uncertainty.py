@@ -120,23 +120,36 @@ def _log(values):
     return [{"step": i + 1, "reward/format": v} for i, v in enumerate(values)]
 
 
-def test_steps_to_threshold_contrasts_and_sensitivity():
+def test_steps_to_threshold_as_survival_data_and_sensitivity():
     logs = {"gdpo": {0: _log([0.9] * 4), 1: _log([0.1, 0.9, 0.9, 0.9])},
             "mrtpo": {0: _log([0.1, 0.1, 0.9, 0.9]), 1: _log([0.1] * 4)}}
-    # per-step values: gdpo reaches 0.8 at steps 1, 2; mrtpo at 3 and never (counted 4 + 1)
-    assert figures.censored_steps(logs["mrtpo"][1], "reward/format", 0.8, 1) == 5.0
-    line, power = figures.threshold_contrasts(logs, "reward/format", 0.8, 1, "gdpo")
-    # differences 2 and 3: mean 2.5, sd 0.707, t(0.975, 1) = 12.706 -> +-6.35
-    assert line == "- mrtpo − gdpo, steps: +2.5 [−3.9, +8.9]? P=0.00"
-    # (t(0.975, 1) + t(0.8, 1)) 0.707 / sqrt 2 = (12.706 + 1.376) / 2 = 7.04; at 3 seeds
-    # (4.303 + 1.061) 0.707 / sqrt 3 = 2.19 <= 5: 3 seeds for 5 steps
-    assert power == ("- detectable at 2 seeds (80 % power, α = 0.05, spread pooled over 1 "
-                     "comparison, 1 df): ±7.0 steps; seeds for ±5 steps: 3")
+    # per-step values: gdpo reaches 0.8 at steps 1, 2; mrtpo at 3 and never (censored at 4)
+    assert figures.threshold_steps(logs["mrtpo"], "reward/format", 0.8, 1) == ([3, None], [4, 4])
+    (line,) = figures.threshold_tests(logs, "reward/format", 0.8, 1, "gdpo")
+    # log-rank by hand, mrtpo's events: t=1: n 2+2, gdpo 1 event: E_m = 1/2, V = 1/4;
+    # t=2: n_g 1, n_m 2, 1 event: E_m = 2/3, V = 2/9; t=3: n_m 2 alone, 1 event: E_m = 1, V = 0.
+    # O_m = 1, E_m = 13/6: chi2 = (7/6)^2 / (17/36) = 49/17 = 2.882, p = 0.0896
+    assert line == "- mrtpo against gdpo: log-rank p = 0.090"
     table = figures.sensitivity(logs, "reward/format", 0.8)
     assert len(table) == 2 + 9 and table[0].startswith("| window | threshold | gdpo | mrtpo")
     # window 3, threshold 0.75, full windows only (from step 3): gdpo's trailing means reach it
-    # at 3 and 4 (-, -, 0.63, 0.9): median 3.5; mrtpo's never (5, 5)
-    assert table[2] == "| 3 | 0.75 | 3.5 | 5 | gdpo < mrtpo |"
+    # at 3 and 4 (-, -, 0.63, 0.9): Kaplan-Meier median 3.5 (1/2 exactly between 3 and 4);
+    # mrtpo's never
+    assert table[2] == "| 3 | 0.75 | 3.5 | not reached | gdpo < mrtpo |"
+
+
+def test_kaplan_meier_median_and_its_interval_by_hand():
+    from lab.reports.survival import km_median
+
+    # 2, 3, 4+, 5, 6+: S(2) = 4/5, S(3) = 3/5, S(5) = 3/5 x 1/2 = 0.3 -> median 5
+    got = km_median([2, 3, None, 5, None], [9, 9, 4, 9, 6])
+    assert (got.median, got.events, got.n) == (5.0, 3, 5)
+    assert got.low == 2.0 and got.high is None  # the band holds 1/2 from step 2 on
+    assert "3 of 5 seeds" in got.text()
+    # uncensored: the ordinary median (midpoint where S is 1/2 exactly); 20 seeds make a band
+    many = km_median(list(range(3, 23)), [30] * 20)
+    assert many.median == 12.5 and 3 < many.low < 12.5 < many.high < 23
+    assert km_median([None, None], [30, 30]).text() == "not reached by any of 2 seeds"
 
 
 def test_pooled_detectable_difference_on_hand_numbers():

@@ -28,24 +28,28 @@ Controls:
 - ``@shuffled`` (calibration): the profile permuted over each response's tokens; its span
   ratios must cover 1.0, or the statistic is biased; the report says so in its first lines and
   the command exits with status 3;
-- ``@placebo`` (specificity): the replay with each verifier text replaced by one of the same
-  token length that says nothing about the response (``lab.bench.placebo``); the report gives
-  the paired difference real - placebo over the same responses;
+- ``@placebo`` (specificity): the replay with each verifier text replaced by text of the same
+  token length made only of tokens no verifier text of the batch has (``lab.bench.placebo``);
+  the report gives its token overlap with the verifier texts (0 by construction) and the paired
+  difference real - placebo over the same responses;
+- ``@order`` (an order control): each verifier text's own tokens in a random order, paired the
+  same way: what the words' order adds to the same words;
 - ``@cross`` (specificity across rewards): each reward's profile read on the other rewards'
   spans (reward k's profile under reward k+1's name, cyclically): a profile that follows its
   own verifier is above its cross reading.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from dataclasses import replace
 
-DEFAULT_VARIANTS = "mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled,mrtpo@placebo,mrtpo@cross"
+DEFAULT_VARIANTS = ("mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled,mrtpo@placebo,mrtpo@order,"
+                    "mrtpo@cross")
 METHODS = ("mrtpo", "p2t", "tcrm")
 CONTROL = "shuffled"
-CONTROLS = (CONTROL, "placebo", "cross")
+TEXT_CONTROLS = ("placebo", "order")  # replays with other verifier texts (lab.bench.placebo)
+CONTROLS = (CONTROL, *TEXT_CONTROLS, "cross")
 MODES = ("loo", "joint", "single")
 STATS = ("span_ratio", "top10")
 RESAMPLES, SMALL = 2000, 10  # bootstrap resamples; under SMALL prompts a t-interval instead
@@ -53,7 +57,7 @@ RESAMPLES, SMALL = 2000, 10  # bootstrap resamples; under SMALL prompts a t-inte
 
 def parse_variant(spec: str) -> tuple[str, str, str]:
     """``mrtpo`` / ``p2t``, each with ``@joint`` / ``@single`` or a control (``@shuffled``,
-    ``@placebo``, ``@cross``), or ``tcrm`` (``@abs``, ``@shuffled``, ``@cross``) -> (method,
+    ``@placebo``, ``@order``, ``@cross``), or ``tcrm`` (``@abs``, ``@shuffled``, ``@cross``) -> (method,
     contexts or profile, control or "")."""
     spec, _, dtype = spec.strip().partition(":")  # :bf16: replayed under bf16 autocast
     if dtype not in ("", "bf16"):
@@ -137,16 +141,6 @@ def interval(values, seed: int = 0, level: float = 0.95, clusters=None
     return mean, math.nan, math.nan
 
 
-def verdict(low: float, high: float) -> str:
-    if math.isnan(low):
-        return "no interval"
-    if low > 1.0:
-        return "localised (interval above 1)"
-    if high < 1.0:
-        return "avoided (interval below 1)"
-    return "not distinguishable from uniform (interval covers 1)"
-
-
 def summarise(records: list[dict], seed: int = 0, prompts=None) -> dict[str, dict]:
     """{``<reward or span>/<stat>``: {n, prompts, mean, low, high, values, clusters}} over the
     responses that have it; ``prompts``: the prompt of each record (the intervals resample
@@ -209,17 +203,24 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     ctx.signal = torch.ones(ctx.rewards.shape, dtype=torch.bool)
     out, timing = {}, {}
     prompts = [e.id for e in ctx.examples]
-    computed: dict[tuple, tuple] = {}  # (method, mode, placebo) -> raw profile (reused)
+    computed: dict[tuple, tuple] = {}  # (method, mode, text control) -> raw profile (reused)
+    overlap: dict[str, dict[str, float]] = {}  # text control -> reward -> token overlap
     for spec in variants:
         name, mode, control = parse_variant(spec)
         dtype = spec.partition(":")[2]
         t0 = time.perf_counter()
-        key = (name, mode, control == "placebo", dtype)
+        text = control if control in TEXT_CONTROLS else ""
+        key = (name, mode, text, dtype)
         if key not in computed:
-            # the placebo replays the same responses with uninformative verifier texts
+            # a text control replays the same responses with other verifier texts
+            used = ctx
+            if text:
+                from lab.bench.placebo import control_context
+
+                used = control_context(ctx, seed, text)
+                overlap[text] = used.overlap
             with autocast("bfloat16" if dtype else "float32", *trainer.models.values()):
-                computed[key] = profile_of(name, placebo_context(ctx, seed) if key[2] else ctx,
-                                           trainer.options, mode)
+                computed[key] = profile_of(name, used, trainer.options, mode)
         raw, to_weights = computed[key]
         # the profile the allocation trains with, shuffled as its ablation; a reward absent
         # from a response's prompt has no profile there (NaN: not counted)
@@ -240,20 +241,8 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
              "reward_means": {ctx.reward_names[k]: float(rewards[:, k].nanmean())
                               for k in present},
              "mean_response_tokens": float(ctx.response_mask.sum(dim=1).float().mean()),
-             "generate_s": generate_s, "replay_s": timing}
+             "generate_s": generate_s, "replay_s": timing, "control_overlap": overlap}
     return out, facts
-
-
-def placebo_context(ctx, seed: int):
-    """``ctx`` with every example's verifier texts replaced by placebos
-    (``lab.bench.placebo``): the same responses, other replay contexts."""
-    import copy
-
-    from lab.bench.placebo import placebo_examples
-
-    out = copy.copy(ctx)
-    out.examples = placebo_examples(ctx.examples, ctx.tokenizer, seed)
-    return out
 
 
 def control_failures(results: dict[str, dict], seed: int = 0) -> list[str]:
@@ -272,129 +261,3 @@ def control_failures(results: dict[str, dict], seed: int = 0) -> list[str]:
             bad.append(f"{spec} {key}: {s['mean']:.3f} [{low:.3f}, {high:.3f}] at "
                        f"{100 * level:.1f} %")
     return bad
-
-
-def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> str:
-    specs = list(results)
-    keys = sorted({k for s in results.values() for k in s},
-                  key=lambda k: (k.rsplit("/", 1)[1] != "span_ratio", k))
-    lines = [what, "", f"Machine: {machine}", ""]
-    bad = control_failures(results)
-    if bad:
-        lines += ["**CONTROL FAILED**: shuffled relevance gives span ratios whose family-wise "
-                  "95 % interval excludes 1.0, so the statistic is biased: " + "; ".join(bad),
-                  ""]
-    elif any(parse_variant(s)[2] == CONTROL for s in specs):
-        lines += ["Control: every shuffled span ratio's interval covers 1.0 (family-wise 95 %, "
-                  "Bonferroni over the control's ratios).", ""]
-    lines += [f"{facts['responses']} responses to {facts['prompts']} prompts, "
-              f"{facts['mean_response_tokens']:.0f} tokens on average; reward means "
-              + ", ".join(f"{n} {v:.2f}" for n, v in facts["reward_means"].items())
-              + f"; sampling {facts['generate_s']:.0f} s, replay "
-              + ", ".join(f"{s} {t:.0f} s" for s, t in facts["replay_s"].items()) + ".", "",
-              "Mean over responses [95 % interval, resampling prompts: bootstrap, or Student t "
-              f"below {SMALL} prompts] (n responses). Span ratio: the "
-              "profile's share on the span the reward's checker reads over that span's token "
-              "share (1 = uniform); top10: the share on the top 10 % tokens (uniform 0.10). "
-              "@placebo: the replay with uninformative verifier texts of the same length; "
-              "@cross: the row's span read with the previous reward's profile.", "",
-              "| reward / statistic | " + " | ".join(specs) + " |",
-              "|---|" + "---|" * len(specs)]
-    for key in keys:
-        cells = []
-        for spec in specs:
-            s = results[spec].get(key)
-            cells.append("–" if s is None else
-                         f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}] (n={s['n']})")
-        lines.append(f"| {key} | " + " | ".join(cells) + " |")
-    for spec in specs:  # real - placebo, paired over the same responses
-        name, mode, control = parse_variant(spec)
-        placebo = f"{name}@placebo"
-        if control or mode != "loo" or placebo not in results:
-            continue
-        diff = paired(results[spec], results[placebo])
-        if diff:
-            lines += ["", f"Specificity ({spec} - {placebo}, span ratio, paired over the same "
-                          "responses; above 0: the reward's own verifier text moves more "
-                          "credit onto its span than a placebo):", ""]
-            lines += [f"- {k.rsplit('/', 1)[0]}: {d['mean']:+.2f} [{d['low']:+.2f}, "
-                      f"{d['high']:+.2f}] (n={d['n']})" for k, d in diff.items()]
-    first = specs[0]
-    ratios = [k for k in keys if k.endswith("/span_ratio") and k in results[first]]
-    if ratios:
-        lines += ["", f"Verdicts ({first}):", ""]
-        for key in ratios:
-            s = results[first][key]
-            lines.append(f"- {key.rsplit('/', 1)[0]}: {verdict(s['low'], s['high'])}, "
-                         f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}]")
-    return "\n".join(lines) + "\n"
-
-
-def bench_localisation(args: argparse.Namespace) -> int:
-    from harness import engine as eng
-    from lab.bench import report
-    from harness.config import resolve
-    from harness.console import quiet
-    from lab.flags import overrides_from
-
-    quiet.configure_process()
-    variants = [s.strip() for s in args.methods.split(",") if s.strip()]
-    for v in variants:
-        parse_variant(v)  # unknown variants fail before any model loads
-    base = resolve(args.preset, overrides_from(args))
-    group = base.rollout.group_size
-    if args.responses < group or args.responses % group:
-        raise ValueError(f"--responses {args.responses} must be a multiple of the group size "
-                         f"{group} (--group-size)")
-    config = replace(base, seed=args.seed,
-                     method=replace(base.method, method="mrtpo", mrtpo_replay_all=True),
-                     rollout=replace(base.rollout, prompts_per_step=args.responses // group))
-    eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
-    if config.warmstart.warm_start:
-        from harness.warmstart.cache import policy_source
-
-        policy_source(config)  # fails now, with the command to make it, if it is missing
-    meter = report.LoadMeter().start()
-    results, facts = probe(config, variants, args.seed)
-    m = report.machine() | meter.stop()
-    r = config.rollout
-    what = (f"# {args.label or 'localisation-' + config.task.task}\n\n`bench localisation`: "
-            f"{config.task.task}, preset {args.preset}, model {config.model.model}"
-            f"{' (warm-started)' if config.warmstart.warm_start else ''}, "
-            f"{args.responses} responses ({r.prompts_per_step} prompts x G={group}, <= "
-            f"{r.max_response_tokens} new tokens, temperature {r.temperature:g}), seed "
-            f"{args.seed}, {config.rollout.engine} engine; variants {', '.join(variants)}")
-    md = markdown(results, facts, what, report.machine_line(m))
-    label = args.label or f"localisation-{config.task.task}"
-    specificity = {spec: paired(results[spec], results[f"{parse_variant(spec)[0]}@placebo"])
-                   for spec in variants if parse_variant(spec)[1:] == ("loo", "")
-                   and f"{parse_variant(spec)[0]}@placebo" in results}
-    data = {"bench": "localisation", "label": label, "machine": m, "task": config.task.task,
-            "preset": args.preset, "config": config.to_dict(), "variants": variants,
-            "facts": facts, "results": results, "specificity": specificity,
-            "control_failures": control_failures(results)}
-    report.publish(label, data, md, args.output_dir)
-    return 3 if data["control_failures"] else 0
-
-
-def add_parser(which) -> None:
-    from lab.flags import add_config_flags
-
-    p = which.add_parser("localisation", help="where each replay variant puts each reward's "
-                                              "credit on one batch (span ratio, top-10 %% "
-                                              "share, 95 %% bootstrap intervals); no training")
-    p.add_argument("--preset", default="smoke-learn")
-    p.add_argument("--methods", default=DEFAULT_VARIANTS,
-                   help="comma-separated variants: mrtpo or p2t, each plain or @joint, "
-                        "@single, or a control: @shuffled (calibration), @placebo "
-                        "(uninformative verifier texts), @cross (another reward's profile); "
-                        "a :bf16 suffix replays under --update-dtype bfloat16")
-    p.add_argument("--responses", type=int, default=64, help="responses to sample (G x prompts)")
-    p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed")
-    p.add_argument("--label", default="", help="report name (default localisation-<task>)")
-    p.add_argument("--output-dir", default=None,
-                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
-    add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
-                              "group_size", "micro_batch_size", "data_dir", "use_gpu",
-                              "engine", "dtype", "rollout_dtype", "plugins"))
-    p.set_defaults(bench_fn=bench_localisation)

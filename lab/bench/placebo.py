@@ -1,22 +1,41 @@
-"""The placebo control of ``bench localisation``: verifier texts of the same length that say
-nothing about the response.
+"""The text controls of ``bench localisation``: replays whose verifier texts are replaced, the
+responses kept as sampled, so that the same statistic on the same tokens compares the real
+text's credit with a control's.
 
-A replay variant localises *specifically* when its credit follows the information of the
-reward's own verifier, not merely the presence of some text where that verifier's text stands.
-The placebo replaces each reward's verifier text with one of the same token length taken from
-another prompt of the batch (the same reward's text there, its tokens repeated or cut to this
-length), and, where every prompt shares one text (a format spec), with this text's own tokens in
-a seeded random order. The responses stay as sampled; only the replay contexts change, so the
-same statistic on the same tokens compares the real text's credit with a placebo's. A
-specific profile's span ratio is above 1 with the real text and covers 1 with the placebo.
+- ``placebo`` (specificity): each verifier text replaced by text of the same token length
+  made only of tokens that occur in no verifier text of the batch (of any reward): a neutral
+  passage (``NEUTRAL``) without the words that hold such a token, from a seeded offset. It carries none of
+  the verifier's words, its format's delimiters or another prompt's gold answer (a gold query
+  on the same database, say), so credit that follows it is credit for *some* text standing
+  there, not for the verifier's information. Its token overlap with the verifier texts is
+  measured after the text is encoded again (``overlap``) and is 0 by construction.
+- ``order`` (an order control): each verifier text's own tokens in a seeded random order: the
+  same words, no sentence. It keeps every token of the verifier, so it measures what the
+  words' order adds, not whether the verifier's information matters.
+
+A specific profile's span ratio is above 1 with the real text and covers 1 with the placebo.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 from typing import Sequence
 
 from tasks.base import Example
+
+KINDS = ("placebo", "order")
+# Written for this control: no task's vocabulary, no markup, no code.
+NEUTRAL = (
+    "The river bends twice before it reaches the mill, and in late summer the water runs low "
+    "enough to show the flat grey stones along its bed. Farmers on the eastern bank plant "
+    "barley in long rows, while the western fields are left to clover and wild grass for the "
+    "sheep. Most mornings a light mist lifts from the meadow by nine, and swallows follow the "
+    "cattle as they walk down to drink. In autumn the orchards turn yellow, the lanes fill "
+    "with fallen leaves, and the village bakery sells pear bread until the first frost. "
+    "Children cross the old stone bridge on their way to school, counting the ducks beneath "
+    "it, while the church clock strikes each quarter hour a little late.")
+RETRIES = 8  # offsets tried where a cut last word encodes into a banned token
 
 
 def same_length(source: list[int], length: int) -> list[int]:
@@ -26,43 +45,84 @@ def same_length(source: list[int], length: int) -> list[int]:
     return [source[i % len(source)] for i in range(length)]
 
 
-def placebo_texts(examples: Sequence[Example], tokenizer, seed: int = 0) -> dict[tuple, str]:
-    """(example id, verifier text) -> its placebo: another prompt's text for the same reward
-    at this text's token length; this text scrambled where no other prompt of the batch has a
-    different one. A text two rewards share gets one placebo."""
-    rng = random.Random(seed)
-    unique = list({ex.id: ex for ex in examples}.values())  # a group shares its example
-    by_reward: dict[str, list[tuple[str, str]]] = {}
-    for ex in unique:
+def verifier_tokens(examples: Sequence[Example], tokenizer) -> set[int]:
+    """Every token of every verifier text of the batch (all rewards)."""
+    out: set[int] = set()
+    for ex in {ex.id: ex for ex in examples}.values():
         for info in ex.verifier_info:
-            by_reward.setdefault(info.reward, []).append((ex.id, info.text))
-    out: dict[tuple, str] = {}
-    for reward, texts in by_reward.items():
-        for j, (eid, text) in enumerate(texts):
-            if (eid, text) in out:
-                continue
-            own = tokenizer.encode(text, add_special_tokens=False)
-            # the next prompt (in batch order) whose text differs: a derangement, seeded only
-            # where the text has to be scrambled
-            others = [t for _, t in texts[j + 1:] + texts[:j] if t != text]
-            if others:
-                tokens = same_length(tokenizer.encode(others[0], add_special_tokens=False),
-                                     len(own))
-            else:
-                tokens = rng.sample(own, len(own))
-            out[(eid, text)] = tokenizer.decode(tokens)
+            out |= set(tokenizer.encode(info.text, add_special_tokens=False))
     return out
 
 
-def placebo_examples(examples: Sequence[Example], tokenizer, seed: int = 0) -> list[Example]:
-    """The examples with every verifier text replaced by its placebo (in the prompt too, where
-    the text is in the prompt), one per response as given."""
-    texts = placebo_texts(examples, tokenizer, seed)
+def overlap(text: str, banned: set[int], tokenizer) -> float:
+    """The share of ``text``'s tokens (encoded again) that are among ``banned``."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return sum(i in banned for i in ids) / len(ids) if ids else 0.0
+
+
+def disjoint_text(length: int, banned: set[int], tokenizer, rng: random.Random,
+                  words: Sequence[str]) -> str:
+    """``length`` tokens of ``words`` (from a random offset, cycled), leaving out every word
+    with a ``banned`` token; checked again after decoding and encoding (a cut last word can
+    encode otherwise: then another offset)."""
+    kept = [w for w in words if not set(tokenizer.encode(w, add_special_tokens=False)) & banned]
+    if kept and length > 0:
+        for _ in range(RETRIES):
+            k, ids = rng.randrange(len(kept)), []
+            while len(ids) < length:
+                ids += tokenizer.encode(kept[k % len(kept)], add_special_tokens=False)
+                k += 1
+            text = tokenizer.decode(ids[:length])
+            if not set(tokenizer.encode(text, add_special_tokens=False)) & banned:
+                return text
+    raise ValueError("the neutral passage has no words left outside the batch's verifier "
+                     "texts; the placebo cannot be made without their words")
+
+
+def neutral_words() -> list[str]:
+    """``NEUTRAL``'s words, each with the space before it (so that a word's tokens are the
+    ones it has inside a sentence)."""
+    return [" " + w for w in NEUTRAL.split()]
+
+
+def placebo_texts(examples: Sequence[Example], tokenizer, seed: int = 0, kind: str = "placebo",
+                  source: Sequence[str] | None = None) -> dict[tuple, str]:
+    """(example id, verifier text) -> its control text (``kind``: ``placebo`` or ``order``,
+    the module's docstring) at this text's token length; ``source``: the words the placebo is
+    drawn from (default: ``neutral_words()``). A text two rewards share gets one control."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown text control {kind!r}: one of {', '.join(KINDS)}")
+    rng = random.Random(seed)
+    banned = verifier_tokens(examples, tokenizer)
+    source = neutral_words() if source is None else source
+    out: dict[tuple, str] = {}
+    for ex in {ex.id: ex for ex in examples}.values():
+        for info in ex.verifier_info:
+            if (ex.id, info.text) in out:
+                continue
+            own = tokenizer.encode(info.text, add_special_tokens=False)
+            out[(ex.id, info.text)] = (
+                tokenizer.decode(rng.sample(own, len(own))) if kind == "order"
+                else disjoint_text(len(own), banned, tokenizer, rng, source))
+    return out
+
+
+def control_examples(examples: Sequence[Example], tokenizer, seed: int = 0,
+                     kind: str = "placebo", source: Sequence[str] | None = None
+                     ) -> tuple[list[Example], dict[str, float]]:
+    """The examples with every verifier text replaced by its control text (in the prompt too,
+    where the text is in the prompt), one per response as given; and per reward, the mean
+    token overlap of its control texts with the batch's verifier texts."""
+    texts = placebo_texts(examples, tokenizer, seed, kind, source)
+    banned = verifier_tokens(examples, tokenizer)
     made: dict[str, Example] = {}
+    shares: dict[str, list[float]] = {}
     for ex in {ex.id: ex for ex in examples}.values():
         messages = [dict(m) for m in ex.messages]
         done: set[str] = set()
         for info in ex.verifier_info:
+            shares.setdefault(info.reward, []).append(
+                overlap(texts[(ex.id, info.text)], banned, tokenizer))
             if info.privileged or info.text in done:
                 continue
             for m in messages:
@@ -72,4 +132,14 @@ def placebo_examples(examples: Sequence[Example], tokenizer, seed: int = 0) -> l
             done.add(info.text)
         made[ex.id] = dataclasses.replace(ex, messages=tuple(messages), verifier_info=tuple(
             dataclasses.replace(i, text=texts[(ex.id, i.text)]) for i in ex.verifier_info))
-    return [made[ex.id] for ex in examples]
+    return ([made[ex.id] for ex in examples],
+            {r: sum(v) / len(v) for r, v in shares.items()})
+
+
+def control_context(ctx, seed: int, kind: str = "placebo", source: Sequence[str] | None = None):
+    """``ctx`` with every example's verifier texts replaced by ``kind``'s control texts: the
+    same responses, other replay contexts; ``.overlap``: per reward, the control texts' token
+    overlap with the verifier texts."""
+    out = copy.copy(ctx)
+    out.examples, out.overlap = control_examples(ctx.examples, ctx.tokenizer, seed, kind, source)
+    return out

@@ -111,6 +111,10 @@ class ContrastCell(Cell):
         if self.kind == "items" and all(x == 0 for row in self.item_differences for x in row):
             i = self.item
             out = f"equal on {i.seeds} seed{'s' * (i.seeds > 1)} x {i.items} items"
+        elif self.kind == "items" and not self.item.spread:
+            i = self.item
+            out = (f"{uncertainty.fmt_signed(i.mean, digits)} on all {i.seeds} seed"
+                   f"{'s' * (i.seeds > 1)} x {i.items} items (no spread: undecided)")
         elif self.kind == "items":
             i = self.item
             out = (f"{uncertainty.fmt_signed(i.mean, digits)} [{uncertainty.fmt_signed(i.low, digits)}, "
@@ -126,6 +130,7 @@ class ContrastCell(Cell):
         p = self.paired
         low, high = (self.item.low, self.item.high) if self.kind == "items" else p.interval
         parts = [f"95% interval [{low:.4f}, {high:.4f}]" if not math.isnan(low) else
+                 "no interval (no spread)" if self.kind == "items" else
                  "no interval (one seed)",
                  "decided" if (self.item.decided if self.kind == "items" else p.decided)
                  else "undecided",

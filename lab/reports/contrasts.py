@@ -18,16 +18,24 @@ SEEDS_LEGEND = (
 ITEMS_LEGEND = (
     "Against the reference row over seeds and items: the per-item paired differences as a "
     "crossed design (random seeds, random items; Clark 1973), the mean's 95 % t-interval at "
-    "Satterthwaite's degrees of freedom (`?`: it covers 0), p and its Holm adjustment over the "
-    "table's outcome comparisons. At one shared seed it is the paired t over items. This is "
-    "the interval to read: the seed-only one leaves out that the items are a sample too.")
+    "Satterthwaite's degrees of freedom (`?`: it covers 0; `no spread`: every difference "
+    "equal, undecided), p and its Holm adjustment over the table's outcome comparisons. At "
+    "one shared seed it is the paired t over items. The two intervals answer two questions: "
+    "the seed-only one, whether the difference holds on these items at other seeds; this "
+    "one, whether it holds on other items like them. On simulated 0/1 scores shaped like "
+    "these tables each covers its own question at close to 95 % (docs/results.md, `python -m "
+    "lab.reports.coverage`), and neither is the one to read because it is narrower.")
 DETECT_LEGEND = (
     "What this design can detect, per column, from the seed, item and residual variance of "
     "the comparisons above pooled over rows (those with two seeds or more): the smallest true "
     "difference a two-sided test at α = 0.05 finds with 80 % power at the table's seeds and "
     "items, and the seeds that would find one item's worth (100 / items points) or 5 points "
     "at these items (`> 1000`: more, or never, when the items' own noise is larger; "
-    "`> 100`: larger than any difference of two percentages, nothing is detectable).")
+    "`> 100`: larger than any difference of two percentages, nothing is detectable). The "
+    "item floor is the smallest detectable difference at these items however many seeds are "
+    "run (the item sample's own noise): below it only more items help, and the last row says "
+    "how many would find 5 points at the table's seeds (`never`: the seeds' own noise is "
+    "larger at that many seeds).")
 
 
 def outcome_columns(grid: Grid) -> list[bool]:
@@ -126,4 +134,19 @@ def detectable_grid(items_grid: Grid, outcome: list[bool]) -> Grid | None:
         for c in cols]))
     g.rows.append(("seeds for 5 points",
                    [Cell(note="–" if c is None else seeds(c, 5.0)) for c in cols]))
+
+    def floor(c) -> str:
+        f = it.item_floor(c)
+        return f"> 100 ({c.items} items)" if f > 100 else f"±{f:.1f} ({c.items} items)"
+
+    g.rows.append(("item floor: detectable with any number of seeds", [
+        Cell(note="–" if c is None else "no spread" if flat(c) else floor(c)) for c in cols]))
+
+    def items(c) -> str:
+        n = it.items_needed(c, 5.0)
+        # None: the seeds' own noise at this many seeds is above 5 points, whatever the items
+        return f"never at {c.seeds} seeds" if n is None else f"{n} ({c.seeds} seeds)"
+
+    g.rows.append(("items for 5 points at these seeds", [
+        Cell(note="–" if c is None else "no spread" if flat(c) else items(c)) for c in cols]))
     return g

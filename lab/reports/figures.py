@@ -53,20 +53,6 @@ def steps_to_threshold(log: list[dict], key: str, value: float, window: int = 1)
     return None
 
 
-def median_steps(per_seed: Sequence[int | None]) -> str:
-    """The median over seeds, with "not reached" counted as later than any step; the text
-    says how many seeds reached it."""
-    reached = [s for s in per_seed if s is not None]
-    n = len(per_seed)
-    order = sorted(per_seed, key=lambda s: math.inf if s is None else s)
-    if n == 0:
-        return "no seeds"
-    mid = [order[(n - 1) // 2], order[n // 2]]
-    if any(m is None for m in mid):
-        return f"not reached ({len(reached)} of {n} seeds reached it)"
-    return f"{statistics.median(mid):g} ({len(reached)} of {n} seeds reached it)"
-
-
 def _figure(n_panels: int):
     import matplotlib
 
@@ -105,60 +91,58 @@ def over_training(logs: Sequence[list[dict]], metric: str, final: Sequence[float
     return [*steps, last_step], [mean_std(v) for v in during] + [mean_std(list(final))]
 
 
-EFFECT_STEPS = 5.0  # the stated difference in steps to the threshold a study is sized for
 SENSITIVITY_WINDOWS = (3, 5, 7)  # trailing-mean windows the steps-to-threshold order is read at
 SENSITIVITY_OFFSETS = (-0.05, 0.0, 0.05)  # around the spec's threshold (0.75, 0.8, 0.85)
 
 
-def censored_steps(log: list[dict], key: str, value: float, window: int) -> float:
-    """Steps to the threshold, a seed that never reaches it counted as its last step + 1 (a
-    lower bound of its true steps: differences against it lean towards "no difference")."""
-    got = steps_to_threshold(log, key, value, window)
-    return float(got) if got is not None else float(max(int(r["step"]) for r in log) + 1)
+def threshold_steps(by_seed: dict[int, list[dict]], key: str, value: float, window: int
+                    ) -> tuple[list[int | None], list[int]]:
+    """Per seed: the step it reached the threshold (None: not within its run) and its last
+    step (where a seed that did not is censored)."""
+    logs = list(by_seed.values())
+    return ([steps_to_threshold(log, key, value, window) for log in logs],
+            [max(int(r["step"]) for r in log) for log in logs])
 
 
-def threshold_contrasts(logs: dict[str, dict[int, list[dict]]], key: str, value: float,
-                        window: int, reference: str) -> list[str]:
-    """Per method against ``reference``: the paired per-seed difference in steps to the
-    threshold (fewer is better) with its 95 % interval and probability of improvement, as
-    Markdown list items; then the smallest difference these seeds detect (80 % power, the
-    differences' spread pooled over the methods) and the seeds a difference of
-    ``EFFECT_STEPS`` would need (:func:`uncertainty.detectable_text`)."""
-    from lab.reports import uncertainty
+def threshold_tests(logs: dict[str, dict[int, list[dict]]], key: str, value: float,
+                    window: int, reference: str) -> list[str]:
+    """Per method against ``reference``: the log-rank test of their steps to the threshold
+    (censored where not reached), as Markdown list items."""
+    from lab.reports.survival import logrank_p
 
-    steps = {m: [(s, censored_steps(log, key, value, window)) for s, log in by_seed.items()]
-             for m, by_seed in logs.items()}
-    out, pairs = [], []
-    for method, per_seed in steps.items():
-        if method == reference:
-            continue
-        p = uncertainty.paired(per_seed, steps[reference], higher=False)
-        pairs.append(p)
-        out.append(f"- {method} − {reference}, steps: {uncertainty.text(p, 1)}")
-    if pairs:
-        out.append(f"- {uncertainty.detectable_text(pairs, EFFECT_STEPS, 'steps', 1)}")
+    ref = threshold_steps(logs[reference], key, value, window)
+    out = []
+    for method, by_seed in logs.items():
+        if method != reference:
+            p = logrank_p(*threshold_steps(by_seed, key, value, window), *ref)
+            out.append(f"- {method} against {reference}: log-rank "
+                       + ("p = –, neither reached it" if math.isnan(p) else f"p = {p:.3f}"))
     return out
 
 
 def sensitivity(logs: dict[str, dict[int, list[dict]]], key: str, value: float) -> list[str]:
-    """A Markdown table: the median steps to the threshold per method at each trailing window
-    and threshold around the spec's, and the order of the methods it gives."""
+    """A Markdown table: the Kaplan-Meier median steps to the threshold per method at each
+    trailing window and threshold around the spec's, and the order of the methods it gives
+    (one not reached: after every reached one)."""
+    from lab.reports.survival import km_median
+
     methods = list(logs)
     rows = ["| window | threshold | " + " | ".join(methods) + " | order (fewest steps first) |",
             "|---|---|" + "---|" * (len(methods) + 1)]
     for window in SENSITIVITY_WINDOWS:
         for offset in SENSITIVITY_OFFSETS:
             thr = round(value + offset, 4)
-            med = {m: statistics.median(censored_steps(log, key, thr, window)
-                                        for log in by_seed.values())
+            med = {m: km_median(*threshold_steps(by_seed, key, thr, window)).median
                    for m, by_seed in logs.items()}
-            order = sorted(methods, key=lambda m: med[m])
+            rank = {m: math.inf if v is None else v for m, v in med.items()}
+            order = sorted(methods, key=lambda m: rank[m])
             text = " < ".join(order)
-            for a, b in zip(order, order[1:]):
-                if med[a] == med[b]:
-                    text = text.replace(f"{a} < {b}", f"{a} = {b}")
-            rows.append(f"| {window} | {thr:g} | " + " | ".join(f"{med[m]:g}" for m in methods)
-                        + f" | {text} |")
+            for x, y in zip(order, order[1:]):
+                if rank[x] == rank[y]:
+                    text = text.replace(f"{x} < {y}", f"{x} = {y}")
+            rows.append(f"| {window} | {thr:g} | " + " | ".join(
+                "not reached" if med[m] is None else f"{med[m]:g}" for m in methods)
+                + f" | {text} |")
     return rows
 
 
@@ -167,8 +151,9 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     ``band = "range"``), benchmark numbers over training where the seeds were evaluated during
     it (``--eval-every``: mean over seeds, band = sample std, the last point the final
     evaluation) or else after training (bars, error bars = sample std), and steps to the
-    threshold, each method against ``reference`` (the spec's:
-    GDPO) with a 95 % interval, and the order's sensitivity to the window and threshold.
+    threshold as survival data (Kaplan-Meier medians, each method against ``reference``, the
+    spec's GDPO, by the log-rank test: ``lab.reports.survival``), and the order's sensitivity
+    to the window and threshold.
     Returns the files and a Markdown summary."""
     from lab.reports.aggregate import mean_std
 
@@ -178,7 +163,6 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     plt, fig, axes = _figure(len(panels))
     summary = [f"# {spec.name}: {spec.title}", "", spec.caption, ""]
     thr = spec.raw.get("threshold")
-    per_method: dict[str, list[int | None]] = {}
     logs_of: dict[str, dict[int, list[dict]]] = {}  # method -> seed -> per-step log
     mixed: list[str] = []  # footnotes of methods whose seeds are of several code versions
     # methods whose seeds hold no evaluations during training though the setting asks for them
@@ -221,8 +205,6 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
                 elif eval_every and vals and job.row.label not in no_curve:
                     no_curve.append(job.row.label)
         if thr:
-            per_method[job.row.label] = [steps_to_threshold(log, thr["key"], thr["value"],
-                                                            setting.smooth) for log in logs]
             logs_of[job.row.label] = dict(zip(job.stored, logs))
     n_curves = len(spec.raw.get("curves", ()))
     for p, panel in enumerate(spec.raw.get("evaluated", ())):
@@ -261,27 +243,28 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     if thr:
         how = (f"trailing mean over {setting.smooth} steps" if setting.smooth > 1
                else "per-step value")
+        from lab.reports import survival
+
         summary += [f"Median steps to a training {thr['key'].split('/')[-1]} reward of "
-                    f"{thr['value']} ({how}):", ""]
+                    f"{thr['value']} ({how}; Kaplan-Meier, `N+`: a seed censored at its last "
+                    "step N):", ""]
         paper = (spec.paper.get(f"steps to {thr['key'].split('/')[-1]} {thr['value']}") or {})
-        for method, per_seed in per_method.items():
-            seeds = ", ".join("not reached" if s is None else str(s) for s in per_seed)
+        for method, by_seed in logs_of.items():
+            steps, last = threshold_steps(by_seed, thr["key"], thr["value"], setting.smooth)
+            seeds = ", ".join(f"{e}+" if s is None else str(s) for s, e in zip(steps, last))
             ref = paper.get(method.lower())
-            summary.append(f"- {method}: {median_steps(per_seed)}; per seed: {seeds}"
-                           + (f" (paper: {ref})" if ref is not None else ""))
+            summary.append(f"- {method}: {survival.km_median(steps, last).text()}; per seed: "
+                           f"{seeds}" + (f" (paper: {ref})" if ref is not None else ""))
         summary.append("")
         want = (reference or spec.reference).lower()
         ref_label = next((m for m in logs_of if m.lower() == want), None)
         if ref_label is not None and len(logs_of) > 1:
-            from lab.reports import uncertainty
-
-            summary += [f"Against {ref_label}, per shared seed (fewer steps is better; a seed "
-                        "that never reaches the threshold counts as its last step + 1):", "",
-                        *threshold_contrasts(logs_of, thr["key"], thr["value"], setting.smooth,
-                                             ref_label), "", uncertainty.LEGEND, ""]
+            summary += [*threshold_tests(logs_of, thr["key"], thr["value"], setting.smooth,
+                                         ref_label), ""]
+        summary += [survival.LEGEND, ""]
         if logs_of:
             summary += ["Sensitivity of the order to the trailing window and the threshold "
-                        "(median steps over seeds):", "",
+                        "(Kaplan-Meier median steps over seeds; `not reached`: not by half the seeds):", "",
                         *sensitivity(logs_of, thr["key"], thr["value"]), ""]
     if no_curve:
         summary += [f"Without evaluations during training (stored by runs without "

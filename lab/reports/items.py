@@ -28,6 +28,17 @@ LEVEL = 0.95
 ALPHA = 0.05
 POWER = 0.80
 MAX_SEEDS = 1000
+MAX_ITEMS = 100_000
+# Two mean squares closer than this, relative to the larger, are equal: a variance component
+# made of their difference is 0, not whatever sign rounding left. (When one item differs on one
+# seed, the commonest pattern here, the three mean squares are exactly equal and differences of
+# 1e-13 used to decide which components were truncated, and with them the degrees of freedom.)
+RTOL = 1e-9
+
+
+def excess(a: float, b: float) -> float:
+    """``a - b`` where it is positive beyond rounding (``RTOL``), else 0."""
+    return a - b if a - b > RTOL * max(abs(a), abs(b)) else 0.0
 
 
 @dataclass(frozen=True)
@@ -59,8 +70,8 @@ class Components:
         component holds the residual (they cannot be told apart)."""
         if self.seeds < 2:
             return 0.0, self.ms_item, 0.0
-        return (max(0.0, (self.ms_seed - self.ms_res) / self.items),
-                max(0.0, (self.ms_item - self.ms_res) / self.seeds), self.ms_res)
+        return (excess(self.ms_seed, self.ms_res) / self.items,
+                excess(self.ms_item, self.ms_res) / self.seeds, self.ms_res)
 
     def variance_of_mean(self, seeds: int | None = None, items: int | None = None
                          ) -> tuple[float, float]:
@@ -101,7 +112,8 @@ def components(d: Sequence[Sequence[float]]) -> Components:
 
 @dataclass(frozen=True)
 class ItemInterval:
-    """A mean paired difference with its interval over seeds and items."""
+    """A mean paired difference with its interval over seeds and items; without spread (every
+    difference equal) the interval is NaN: undecided, like the seed-only one."""
 
     mean: float
     low: float
@@ -112,8 +124,13 @@ class ItemInterval:
     items: int
 
     @property
+    def spread(self) -> bool:
+        """False when every difference was the same: no variance to make an interval from."""
+        return not math.isnan(self.low)
+
+    @property
     def decided(self) -> bool:
-        return not math.isnan(self.low) and (self.low > 0 or self.high < 0)
+        return self.spread and (self.low > 0 or self.high < 0)
 
 
 def interval(d: Sequence[Sequence[float]], level: float = LEVEL) -> ItemInterval:
@@ -122,8 +139,8 @@ def interval(d: Sequence[Sequence[float]], level: float = LEVEL) -> ItemInterval
 
     c = components(d)
     var, df = c.variance_of_mean()
-    if var <= 1e-24 or math.isnan(var):
-        return ItemInterval(c.mean, c.mean, c.mean, df, math.nan, c.seeds, c.items)
+    if var <= 1e-24 or math.isnan(var):  # every difference equal (a 0 % row against 100 %)
+        return ItemInterval(c.mean, math.nan, math.nan, df, math.nan, c.seeds, c.items)
     se = math.sqrt(var)
     q = float(stdtrit(df, 0.5 + level / 2)) if math.isfinite(df) else 1.959963984540054
     t = abs(c.mean) / se
@@ -201,6 +218,30 @@ def seeds_needed(c: Components, effect: float, items: int | None = None,
     while lo < hi:
         mid = (lo + hi) // 2
         if detectable(c, mid, items) <= abs(effect):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def item_floor(c: Components, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The detectable difference (:func:`detectable`) with this design's items and seeds
+    without end: what the item sample alone leaves (more seeds never go below it)."""
+    return detectable(c, 10**6)
+
+
+def items_needed(c: Components, effect: float, seeds: int | None = None,
+                 max_items: int = MAX_ITEMS) -> int | None:
+    """The fewest items (>= 2) at which ``effect`` is detectable at ``seeds`` (default: this
+    design's); None when more than ``max_items`` would be needed (the seeds' own noise at
+    that many seeds is larger, or the effect is 0)."""
+    s = seeds or c.seeds
+    if detectable(c, s, max_items) > abs(effect):
+        return None
+    lo, hi = 2, max_items
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if detectable(c, s, mid) <= abs(effect):
             hi = mid
         else:
             lo = mid + 1

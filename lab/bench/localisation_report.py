@@ -1,0 +1,165 @@
+"""The ``bench localisation`` command (its statistics and probe: ``lab.bench.localisation``)
+and its Markdown report: the statistics per variant, the text controls' specificity
+differences with their token overlap, and the verdicts of the first variant."""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import replace
+
+from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, SMALL, TEXT_CONTROLS,
+                                    control_failures, paired, parse_variant, probe)
+
+WHAT_CONTROL = {
+    "placebo": "the reward's own verifier text moves more credit onto its span than text of the "
+               "same length with none of the verifier texts' tokens",
+    "order": "the verifier text's order matters beyond its words (the same tokens, reordered)",
+}
+
+
+def verdict(low: float, high: float) -> str:
+    if math.isnan(low):
+        return "no interval"
+    if low > 1.0:
+        return "localised (interval above 1)"
+    if high < 1.0:
+        return "avoided (interval below 1)"
+    return "not distinguishable from uniform (interval covers 1)"
+
+
+def specificity(results: dict[str, dict], control: str) -> dict[str, dict]:
+    """Per plain (``loo``) variant with a ``@control`` run: real - control, paired."""
+    out = {}
+    for spec in results:
+        name, mode, ctl = parse_variant(spec)
+        other = f"{name}@{control}"
+        if not ctl and mode == "loo" and other in results:
+            out[spec] = paired(results[spec], results[other])
+    return out
+
+
+def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> str:
+    specs = list(results)
+    keys = sorted({k for s in results.values() for k in s},
+                  key=lambda k: (k.rsplit("/", 1)[1] != "span_ratio", k))
+    lines = [what, "", f"Machine: {machine}", ""]
+    bad = control_failures(results)
+    if bad:
+        lines += ["**CONTROL FAILED**: shuffled relevance gives span ratios whose family-wise "
+                  "95 % interval excludes 1.0, so the statistic is biased: " + "; ".join(bad),
+                  ""]
+    elif any(parse_variant(s)[2] == CONTROL for s in specs):
+        lines += ["Control: every shuffled span ratio's interval covers 1.0 (family-wise 95 %, "
+                  "Bonferroni over the control's ratios).", ""]
+    lines += [f"{facts['responses']} responses to {facts['prompts']} prompts, "
+              f"{facts['mean_response_tokens']:.0f} tokens on average; reward means "
+              + ", ".join(f"{n} {v:.2f}" for n, v in facts["reward_means"].items())
+              + f"; sampling {facts['generate_s']:.0f} s, replay "
+              + ", ".join(f"{s} {t:.0f} s" for s, t in facts["replay_s"].items()) + ".", "",
+              "Mean of the prompts' means [95 % interval, resampling prompts: bootstrap, or "
+              f"Student t below {SMALL} prompts] (n responses). Span ratio: the "
+              "profile's share on the span the reward's checker reads over that span's token "
+              "share (1 = uniform); top10: the share on the top 10 % tokens (uniform 0.10). "
+              "@placebo: the replay with verifier texts of the same length made of tokens no "
+              "verifier text of the batch has; @order: with each verifier text's own tokens "
+              "reordered; @cross: the row's span read with the previous reward's profile.", "",
+              "| reward / statistic | " + " | ".join(specs) + " |",
+              "|---|" + "---|" * len(specs)]
+    for key in keys:
+        cells = []
+        for spec in specs:
+            s = results[spec].get(key)
+            cells.append("–" if s is None else
+                         f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}] (n={s['n']})")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    for control in TEXT_CONTROLS:
+        share = facts.get("control_overlap", {}).get(control)
+        for spec, diff in specificity(results, control).items():
+            if not diff:
+                continue
+            lines += ["", f"Specificity ({spec} - {parse_variant(spec)[0]}@{control}, span "
+                          f"ratio, paired over the same responses; above 0: "
+                          f"{WHAT_CONTROL[control]}):", ""]
+            if share:
+                lines += ["- token overlap of the control texts with the verifier texts: "
+                          + ", ".join(f"{r} {v:.2f}" for r, v in share.items())]
+            lines += [f"- {k.rsplit('/', 1)[0]}: {d['mean']:+.2f} [{d['low']:+.2f}, "
+                      f"{d['high']:+.2f}] (n={d['n']})" for k, d in diff.items()]
+    first = specs[0]
+    ratios = [k for k in keys if k.endswith("/span_ratio") and k in results[first]]
+    if ratios:
+        lines += ["", f"Verdicts ({first}):", ""]
+        for key in ratios:
+            s = results[first][key]
+            lines.append(f"- {key.rsplit('/', 1)[0]}: {verdict(s['low'], s['high'])}, "
+                         f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}]")
+    return "\n".join(lines) + "\n"
+
+
+def bench_localisation(args: argparse.Namespace) -> int:
+    from harness import engine as eng
+    from lab.bench import report
+    from harness.config import resolve
+    from harness.console import quiet
+    from lab.flags import overrides_from
+
+    quiet.configure_process()
+    variants = [s.strip() for s in args.methods.split(",") if s.strip()]
+    for v in variants:
+        parse_variant(v)  # unknown variants fail before any model loads
+    base = resolve(args.preset, overrides_from(args))
+    group = base.rollout.group_size
+    if args.responses < group or args.responses % group:
+        raise ValueError(f"--responses {args.responses} must be a multiple of the group size "
+                         f"{group} (--group-size)")
+    config = replace(base, seed=args.seed,
+                     method=replace(base.method, method="mrtpo", mrtpo_replay_all=True),
+                     rollout=replace(base.rollout, prompts_per_step=args.responses // group))
+    eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
+    if config.warmstart.warm_start:
+        from harness.warmstart.cache import policy_source
+
+        policy_source(config)  # fails now, with the command to make it, if it is missing
+    meter = report.LoadMeter().start()
+    results, facts = probe(config, variants, args.seed)
+    m = report.machine() | meter.stop()
+    r = config.rollout
+    what = (f"# {args.label or 'localisation-' + config.task.task}\n\n`bench localisation`: "
+            f"{config.task.task}, preset {args.preset}, model {config.model.model}"
+            f"{' (warm-started)' if config.warmstart.warm_start else ''}, "
+            f"{args.responses} responses ({r.prompts_per_step} prompts x G={group}, <= "
+            f"{r.max_response_tokens} new tokens, temperature {r.temperature:g}), seed "
+            f"{args.seed}, {config.rollout.engine} engine; variants {', '.join(variants)}")
+    md = markdown(results, facts, what, report.machine_line(m))
+    label = args.label or f"localisation-{config.task.task}"
+    data = {"bench": "localisation", "label": label, "machine": m, "task": config.task.task,
+            "preset": args.preset, "config": config.to_dict(), "variants": variants,
+            "facts": facts, "results": results,
+            "specificity": {c: specificity(results, c) for c in TEXT_CONTROLS},
+            "control_failures": control_failures(results)}
+    report.publish(label, data, md, args.output_dir)
+    return 3 if data["control_failures"] else 0
+
+
+def add_parser(which) -> None:
+    from lab.flags import add_config_flags
+
+    p = which.add_parser("localisation", help="where each replay variant puts each reward's "
+                                              "credit on one batch (span ratio, top-10 %% "
+                                              "share, 95 %% bootstrap intervals); no training")
+    p.add_argument("--preset", default="smoke-learn")
+    p.add_argument("--methods", default=DEFAULT_VARIANTS,
+                   help="comma-separated variants: mrtpo or p2t, each plain or @joint, "
+                        "@single, or a control: @shuffled (calibration), @placebo "
+                        "(verifier texts of tokens no verifier text has), @order (their own "
+                        "tokens reordered), @cross (another reward's profile); "
+                        "a :bf16 suffix replays under --update-dtype bfloat16")
+    p.add_argument("--responses", type=int, default=64, help="responses to sample (G x prompts)")
+    p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed")
+    p.add_argument("--label", default="", help="report name (default localisation-<task>)")
+    p.add_argument("--output-dir", default=None,
+                   help="default: runs/bench/ (results/bench refreshes the committed reports)")
+    add_config_flags(p, only=("task", "model", "warm_start", "max_response_tokens",
+                              "group_size", "micro_batch_size", "data_dir", "use_gpu",
+                              "engine", "dtype", "rollout_dtype", "plugins"))
+    p.set_defaults(bench_fn=bench_localisation)
