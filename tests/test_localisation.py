@@ -34,6 +34,30 @@ def test_interval_is_scipys_bootstrap_of_the_mean():
     assert verdict(0.5, 0.8).startswith("avoided")
 
 
+def test_top_positions_and_the_positional_control_by_hand():
+    import torch
+
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 0, 0]])
+    # reward a peaks at index 1 in all three responses; reward b at 0, 2, 1 (no mode beats 1/3)
+    w = torch.tensor([[[0.5, 2.0, 1.0, 0.5], [3.0, 0.5, 0.3, 0.2]],
+                      [[0.5, 2.0, 0.5, 9.0], [0.5, 0.5, 2.0, 9.0]],
+                      [[0.5, 1.5, 0.0, 0.0], [0.5, 1.5, 0.0, 0.0]]])
+    tops = loc.top_positions(w, mask, ("a", "b"))
+    assert tops["a"] == {"position": 1, "share": 1.0}  # padding (9.0) never counts
+    assert tops["b"]["share"] == pytest.approx(1 / 3)
+    fixed = loc.at_position(w, mask)
+    # all of a's profile on index 1, mean 1 over each response's tokens: length there
+    assert fixed[0, 0].tolist() == [0.0, 4.0, 0.0, 0.0]
+    assert fixed[2, 0].tolist() == [0.0, 2.0, 0.0, 0.0]
+
+
+def test_fewer_than_five_prompts_give_no_interval():
+    mean, low, high = loc.interval([1.0, 2.0, 3.0, 4.0], clusters=["a", "b", "c", "d"])
+    assert mean == 2.5 and math.isnan(low) and math.isnan(high)
+    assert not math.isnan(loc.interval([1.0, 2.0, 3.0, 4.0, 5.0],
+                                       clusters=list("abcde"))[1])
+
+
 def test_variant_names():
     assert loc.parse_variant("mrtpo") == ("mrtpo", "loo", "")
     assert loc.parse_variant("mrtpo@joint") == ("mrtpo", "joint", "")
@@ -111,18 +135,32 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     rc = cli.main(["bench", "localisation", "--model", "tiny-random", "--task", "toy-spans",
                    "--plugin", TOY, "--preset", "smoke", "--responses", "8", "--group-size",
                    "4", "--max-response-tokens", "10", "--output-dir", str(tmp_path),
-                   "--methods", loc.DEFAULT_VARIANTS + ",p2t,p2t@joint,p2t@shuffled,p2t@placebo"])
+                   "--methods", loc.DEFAULT_VARIANTS + ",p2t,p2t@joint,p2t@shuffled,p2t@placebo,"
+                   "p2t@position", "--seeds", "2"])
     data = json.loads((tmp_path / "localisation-toy-spans.json").read_text())
     assert rc == (3 if data["control_failures"] else 0)
-    assert data["variants"] == loc.DEFAULT_VARIANTS.split(",") + ["p2t", "p2t@joint",
-                                                                  "p2t@shuffled", "p2t@placebo"]
-    assert data["facts"]["responses"] == 8 and set(data["facts"]["replay_s"]) == \
-        set(data["variants"])
+    assert data["variants"] == loc.DEFAULT_VARIANTS.split(",") + [
+        "p2t", "p2t@joint", "p2t@shuffled", "p2t@placebo", "p2t@position"]
+    # two seeds' batches of 8, pooled: clusters are (seed, prompt), each seed's mean kept
+    assert data["seeds"] == [0, 1] and data["facts"]["responses"] == 16
+    assert set(data["facts"]["replay_s"]) == set(data["variants"])
+    ratio = data["results"]["mrtpo"]["parity/span_ratio"]
+    assert set(ratio["seed_means"]) == {"0", "1"} or set(ratio["seed_means"]) == {0, 1}
+    assert {c.split(":")[0] for c in ratio["clusters"]} == {"0", "1"}
+    # 2 prompts a seed: 4 prompts in all, fewer than loc.MIN_PROMPTS: no interval
+    assert ratio["prompts"] == 4 and math.isnan(ratio["low"])
+    # the positional check: per variant and reward, a position per seed and a share
+    top = data["facts"]["top_position"]["p2t"]["parity"]
+    assert len(top["position"]) == 2 and 0 < top["share"] <= 1
     for spec in data["variants"]:
         stats = data["results"][spec]
         assert {"parity/span_ratio", "vowels/top10"} <= set(stats)
         for s in stats.values():
             assert s["n"] >= 1 and (math.isnan(s["low"]) or s["low"] <= s["mean"] <= s["high"])
+    assert "too few prompts for an interval" in \
+        (tmp_path / "localisation-toy-spans.md").read_text()
+    assert "Where each profile peaks most often" in \
+        (tmp_path / "localisation-toy-spans.md").read_text()
     # joint replay gives every reward the same profile
     for spec in ("mrtpo@joint", "p2t@joint"):
         joint = data["results"][spec]

@@ -160,11 +160,13 @@ def test_the_placebo_covers_one_where_the_real_replay_localises():
 
 
 def test_prompt_clustered_intervals_use_the_prompts_means():
-    """Two prompts' responses, 3 and 1: the interval is over the 2 prompt means (Student t
-    below loc.SMALL prompts), not over 4 responses."""
+    """Five prompts' responses, 3 of the first: the interval is over the 5 prompt means
+    (Student t below loc.SMALL prompts), not over 7 responses."""
     from scipy import stats
 
-    mean, low, high = loc.interval([1.0, 1.0, 1.0, 3.0], clusters=["a", "a", "a", "b"])
-    half = stats.t.ppf(0.975, 1) * stats.tstd([1.0, 3.0]) / 2 ** 0.5
-    assert mean == pytest.approx(2.0)
-    assert (low, high) == pytest.approx((2.0 - half, 2.0 + half))
+    mean, low, high = loc.interval([1.0, 1.0, 1.0, 3.0, 2.0, 4.0, 5.0],
+                                   clusters=["a", "a", "a", "b", "c", "d", "e"])
+    means = [1.0, 3.0, 2.0, 4.0, 5.0]
+    half = stats.t.ppf(0.975, 4) * stats.tstd(means) / 5 ** 0.5
+    assert mean == pytest.approx(3.0)
+    assert (low, high) == pytest.approx((3.0 - half, 3.0 + half))

@@ -60,8 +60,10 @@ def test_tcrm_variants_in_the_localisation_bench():
     assert localisation.parse_variant("tcrm") == ("tcrm", "aligned", "")
     assert localisation.parse_variant("tcrm@abs") == ("tcrm", "abs", "")
     assert localisation.parse_variant("tcrm@shuffled") == ("tcrm", "aligned", "shuffled")
-    with pytest.raises(ValueError, match="no placebo"):
-        localisation.parse_variant("tcrm@placebo")
+    assert localisation.parse_variant("tcrm@position") == ("tcrm", "aligned", "position")
+    for text_control in ("placebo", "order"):
+        with pytest.raises(ValueError, match=f"no @{text_control}"):
+            localisation.parse_variant(f"tcrm@{text_control}")
     with pytest.raises(ValueError, match="tcrm takes"):
         localisation.parse_variant("tcrm@joint")
 

@@ -36,7 +36,11 @@ Controls:
   same way: what the words' order adds to the same words;
 - ``@cross`` (specificity across rewards): each reward's profile read on the other rewards'
   spans (reward k's profile under reward k+1's name, cyclically): a profile that follows its
-  own verifier is above its cross reading.
+  own verifier is above its cross reading;
+- ``@position`` (a positional control): each reward's profile replaced by all of it on the
+  token position where its profiles peak most often; the report gives, for every variant, that
+  position and the share of responses that peak there. A span ratio the fixed position
+  reproduces measures a position, not where the reward succeeded or failed.
 """
 from __future__ import annotations
 
@@ -49,10 +53,11 @@ DEFAULT_VARIANTS = ("mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled,mrtpo@placebo
 METHODS = ("mrtpo", "p2t", "tcrm")
 CONTROL = "shuffled"
 TEXT_CONTROLS = ("placebo", "order")  # replays with other verifier texts (lab.bench.placebo)
-CONTROLS = (CONTROL, *TEXT_CONTROLS, "cross")
+CONTROLS = (CONTROL, *TEXT_CONTROLS, "cross", "position")
 MODES = ("loo", "joint", "single")
 STATS = ("span_ratio", "top10")
 RESAMPLES, SMALL = 2000, 10  # bootstrap resamples; under SMALL prompts a t-interval instead
+MIN_PROMPTS = 5  # under this many prompts no interval at all: "too few prompts"
 
 
 def parse_variant(spec: str) -> tuple[str, str, str]:
@@ -111,8 +116,9 @@ def interval(values, seed: int = 0, level: float = 0.95, clusters=None
     """(mean, low, high) of ``values`` with an interval of the mean at ``level``. Without
     ``clusters``: a bootstrap over the values (BCa; percentile where BCa is undefined). With
     ``clusters`` (one label per value: the prompt a response answers): the statistic is the
-    mean of the cluster means, resampled over clusters, and below ``SMALL`` clusters a
-    Student-t interval over the cluster means (a bootstrap of a handful covers too little)."""
+    mean of the cluster means, resampled over clusters, below ``SMALL`` clusters a Student-t
+    interval over the cluster means (a bootstrap of a handful covers too little), and below
+    ``MIN_PROMPTS`` none (NaN: too few prompts to rest an interval on)."""
     import numpy as np
     from scipy import stats
 
@@ -122,6 +128,8 @@ def interval(values, seed: int = 0, level: float = 0.95, clusters=None
         x = np.asarray([float(np.mean([v for v, c in zip(values, clusters) if c == label]))
                         for label in labels])
     mean = float(x.mean()) if len(x) else math.nan
+    if clusters is not None and len(x) < MIN_PROMPTS:
+        return mean, math.nan, math.nan
     if len(x) < 2 or float(x.max() - x.min()) <= 1e-12:
         return mean, mean, mean
     if clusters is not None and len(x) < SMALL:
@@ -160,6 +168,24 @@ def summarise(records: list[dict], seed: int = 0, prompts=None) -> dict[str, dic
     return out
 
 
+def pool(per_seed: dict[int, dict[str, dict]], seed: int = 0) -> dict[str, dict]:
+    """One variant's statistics over several seeds' batches: every response's value, each
+    clustered by (seed, prompt), the interval over those clusters; ``seed_means``: each seed's
+    mean of its prompt means."""
+    out = {}
+    for key in sorted({k for stats in per_seed.values() for k in stats}):
+        vals, clusters, means = [], [], {}
+        for s, stats in per_seed.items():
+            if key in stats:
+                vals += stats[key]["values"]
+                clusters += [f"{s}:{c}" for c in stats[key]["clusters"]]
+                means[s] = stats[key]["mean"]
+        mean, low, high = interval(vals, seed, clusters=clusters)
+        out[key] = {"n": len(vals), "prompts": len(set(clusters)), "mean": mean, "low": low,
+                    "high": high, "values": vals, "clusters": clusters, "seed_means": means}
+    return out
+
+
 def paired(real: dict, placebo: dict, seed: int = 0) -> dict[str, dict]:
     """Per span ratio, real - placebo on the responses both have (the same responses and
     tokens, so the difference is paired), prompt-clustered as ``summarise``."""
@@ -172,7 +198,8 @@ def paired(real: dict, placebo: dict, seed: int = 0) -> dict[str, dict]:
             continue  # not the same responses (a NaN on one side): no pairing
         diffs = [a - b for a, b in zip(s["values"], t["values"])]
         mean, low, high = interval(diffs, seed, clusters=s["clusters"])
-        out[key] = {"n": len(diffs), "mean": mean, "low": low, "high": high}
+        out[key] = {"n": len(diffs), "prompts": len(set(s["clusters"])), "mean": mean,
+                    "low": low, "high": high}
     return out
 
 
@@ -205,6 +232,7 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     prompts = [e.id for e in ctx.examples]
     computed: dict[tuple, tuple] = {}  # (method, mode, text control) -> raw profile (reused)
     overlap: dict[str, dict[str, float]] = {}  # text control -> reward -> token overlap
+    positions: dict[str, dict] = {}  # variant -> reward -> its profiles' most common top
     for spec in variants:
         name, mode, control = parse_variant(spec)
         dtype = spec.partition(":")[2]
@@ -226,6 +254,9 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
         # from a response's prompt has no profile there (NaN: not counted)
         w = to_weights(raw, control == CONTROL, seed)
         w[torch.isnan(ctx.rewards)] = float("nan")
+        positions[spec] = top_positions(w, ctx.response_mask, ctx.reward_names)
+        if control == "position":  # all credit on the profile's most common top position
+            w = at_position(w, ctx.response_mask)
         if control == "cross":  # reward k's profile read on reward k+1's spans
             w = torch.roll(w, shifts=1, dims=1)
             w[torch.isnan(ctx.rewards)] = float("nan")
@@ -241,8 +272,52 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
              "reward_means": {ctx.reward_names[k]: float(rewards[:, k].nanmean())
                               for k in present},
              "mean_response_tokens": float(ctx.response_mask.sum(dim=1).float().mean()),
-             "generate_s": generate_s, "replay_s": timing, "control_overlap": overlap}
+             "generate_s": generate_s, "replay_s": timing, "control_overlap": overlap,
+             "top_position": positions}
     return out, facts
+
+
+def _modal_top(w, mask):
+    """Per reward: (the most common argmax position over responses, the share of responses
+    whose profile peaks there); responses without a profile (NaN) are not counted."""
+    import torch
+
+    out = []
+    for k in range(w.shape[1]):
+        keep = ~torch.isnan(w[:, k]).any(dim=-1) & (mask.sum(dim=-1) > 0)
+        if not bool(keep.any()):
+            out.append((None, math.nan))
+            continue
+        top = torch.nan_to_num(w[keep, k]).masked_fill(~mask[keep].bool(), -1.0).argmax(dim=-1)
+        mode = int(torch.mode(top).values)
+        out.append((mode, float((top == mode).float().mean())))
+    return out
+
+
+def top_positions(w, mask, names) -> dict[str, dict]:
+    """Per reward: where its profiles peak most often (a response token index) and on what
+    share of responses: a profile that follows the verifier's span peaks in many places; one
+    that follows a position peaks at one."""
+    return {names[k]: {"position": p, "share": share}
+            for k, (p, share) in enumerate(_modal_top(w, mask))}
+
+
+def at_position(w, mask):
+    """The positional control: for each reward, every response's profile replaced by all of it
+    on the reward's most common top position (mean 1 over the response's tokens, as the
+    profiles are); a response shorter than that position keeps no profile (NaN)."""
+    import torch
+
+    out = torch.full_like(w, float("nan"))
+    length = mask.sum(dim=-1)
+    for k, (p, _) in enumerate(_modal_top(w, mask)):
+        if p is None:
+            continue
+        for n in range(w.shape[0]):
+            if not bool(torch.isnan(w[n, k]).any()) and int(length[n]) > p:
+                out[n, k] = 0.0
+                out[n, k, p] = float(length[n])
+    return out
 
 
 def control_failures(results: dict[str, dict], seed: int = 0) -> list[str]:

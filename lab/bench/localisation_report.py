@@ -7,8 +7,9 @@ import argparse
 import math
 from dataclasses import replace
 
-from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, SMALL, TEXT_CONTROLS,
-                                    control_failures, paired, parse_variant, probe)
+from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, MIN_PROMPTS, SMALL,
+                                    TEXT_CONTROLS, control_failures, paired, parse_variant, pool,
+                                    probe)
 
 WHAT_CONTROL = {
     "placebo": "the reward's own verifier text moves more credit onto its span than text of the "
@@ -19,12 +20,22 @@ WHAT_CONTROL = {
 
 def verdict(low: float, high: float) -> str:
     if math.isnan(low):
-        return "no interval"
+        return "no interval (too few prompts)"
     if low > 1.0:
         return "localised (interval above 1)"
     if high < 1.0:
         return "avoided (interval below 1)"
     return "not distinguishable from uniform (interval covers 1)"
+
+
+def cell(s: dict, signed: bool = False) -> str:
+    """``mean [low, high] (n=...)``, or the mean and why it has no interval."""
+    f = "{:+.2f}" if signed else "{:.2f}"
+    if math.isnan(s["low"]):
+        return (f"{f.format(s['mean'])} (too few prompts for an interval: "
+                f"{s.get('prompts', '?')}; n={s['n']})")
+    return (f"{f.format(s['mean'])} [{f.format(s['low'])}, {f.format(s['high'])}] "
+            f"(n={s['n']})")
 
 
 def specificity(results: dict[str, dict], control: str) -> dict[str, dict]:
@@ -56,21 +67,22 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
               + ", ".join(f"{n} {v:.2f}" for n, v in facts["reward_means"].items())
               + f"; sampling {facts['generate_s']:.0f} s, replay "
               + ", ".join(f"{s} {t:.0f} s" for s, t in facts["replay_s"].items()) + ".", "",
-              "Mean of the prompts' means [95 % interval, resampling prompts: bootstrap, or "
-              f"Student t below {SMALL} prompts] (n responses). Span ratio: the "
+              "Mean of the prompts' means [95 % interval, resampling prompts (over several "
+              f"seeds: each seed's prompts): bootstrap, Student t below {SMALL} prompts, none "
+              f"below {MIN_PROMPTS}] (n responses). Span ratio: the "
               "profile's share on the span the reward's checker reads over that span's token "
               "share (1 = uniform); top10: the share on the top 10 % tokens (uniform 0.10). "
               "@placebo: the replay with verifier texts of the same length made of tokens no "
               "verifier text of the batch has; @order: with each verifier text's own tokens "
-              "reordered; @cross: the row's span read with the previous reward's profile.", "",
+              "reordered; @cross: the row's span read with the previous reward's profile; "
+              "@position: all of the profile on the index where it peaks most often.", "",
               "| reward / statistic | " + " | ".join(specs) + " |",
               "|---|" + "---|" * len(specs)]
     for key in keys:
         cells = []
         for spec in specs:
             s = results[spec].get(key)
-            cells.append("–" if s is None else
-                         f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}] (n={s['n']})")
+            cells.append("–" if s is None else cell(s))
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     for control in TEXT_CONTROLS:
         share = facts.get("control_overlap", {}).get(control)
@@ -83,8 +95,27 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
             if share:
                 lines += ["- token overlap of the control texts with the verifier texts: "
                           + ", ".join(f"{r} {v:.2f}" for r, v in share.items())]
-            lines += [f"- {k.rsplit('/', 1)[0]}: {d['mean']:+.2f} [{d['low']:+.2f}, "
-                      f"{d['high']:+.2f}] (n={d['n']})" for k, d in diff.items()]
+            lines += [f"- {k.rsplit('/', 1)[0]}: {cell(d, signed=True)}"
+                      for k, d in diff.items()]
+    tops = facts.get("top_position", {})
+    if tops:
+        lines += ["", "Where each profile peaks most often (positional check): the response "
+                      "token index most profiles have their largest weight on (0 = the first "
+                      "response token; one per seed) and the share of responses peaking there. "
+                      "A profile that follows a span peaks in many places; @position puts all "
+                      "of it on that index, and a span ratio it reproduces measures a position:",
+                  ""]
+        for spec, by_reward in tops.items():
+            if parse_variant(spec)[2] in ("", "position") or spec == specs[0]:
+                lines.append(f"- {spec}: " + "; ".join(
+                    f"{r} at {t['position']} on {t['share']:.2f}" for r, t in by_reward.items()))
+    with_seeds = [(k, v) for k, v in results[specs[0]].items()
+                  if len(v.get("seed_means", {})) > 1 and k.endswith("/span_ratio")]
+    if with_seeds:
+        lines += ["", f"Per seed ({specs[0]}, span ratio, each seed's mean of its prompt means):",
+                  ""]
+        lines += [f"- {k.rsplit('/', 1)[0]}: " + ", ".join(
+            f"seed {s} {m:.2f}" for s, m in v["seed_means"].items()) for k, v in with_seeds]
     first = specs[0]
     ratios = [k for k in keys if k.endswith("/span_ratio") and k in results[first]]
     if ratios:
@@ -94,6 +125,32 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
             lines.append(f"- {key.rsplit('/', 1)[0]}: {verdict(s['low'], s['high'])}, "
                          f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}]")
     return "\n".join(lines) + "\n"
+
+
+def merged_facts(facts: list[dict]) -> dict:
+    """One batch's facts from several seeds' (counts summed, means averaged, times summed)."""
+    if len(facts) == 1:
+        return facts[0]
+    n = len(facts)
+    out = {"responses": sum(f["responses"] for f in facts),
+           "prompts": sum(f["prompts"] for f in facts),
+           "rewards": facts[0]["rewards"],
+           "reward_means": {k: sum(f["reward_means"].get(k, 0.0) for f in facts) / n
+                            for k in facts[0]["reward_means"]},
+           "mean_response_tokens": sum(f["mean_response_tokens"] for f in facts) / n,
+           "generate_s": sum(f["generate_s"] for f in facts),
+           "replay_s": {k: sum(f["replay_s"][k] for f in facts) for k in facts[0]["replay_s"]},
+           "control_overlap": {c: {r: sum(f["control_overlap"][c][r] for f in facts) / n
+                                   for r in facts[0]["control_overlap"][c]}
+                               for c in facts[0].get("control_overlap", {})},
+           "top_position": {v: {r: {"position": [f["top_position"][v][r]["position"]
+                                                   for f in facts],
+                                      "share": sum(f["top_position"][v][r]["share"]
+                                                   for f in facts) / n}
+                                  for r in facts[0]["top_position"][v]}
+                              for v in facts[0].get("top_position", {})},
+           "per_seed": facts}
+    return out
 
 
 def bench_localisation(args: argparse.Namespace) -> int:
@@ -121,19 +178,25 @@ def bench_localisation(args: argparse.Namespace) -> int:
 
         policy_source(config)  # fails now, with the command to make it, if it is missing
     meter = report.LoadMeter().start()
-    results, facts = probe(config, variants, args.seed)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    per_seed = {s: probe(replace(config, seed=s), variants, s) for s in seeds}
+    results = {v: pool({s: r[v] for s, (r, _) in per_seed.items()}, args.seed)
+               for v in variants}
+    facts = merged_facts([f for _, f in per_seed.values()])
     m = report.machine() | meter.stop()
     r = config.rollout
     what = (f"# {args.label or 'localisation-' + config.task.task}\n\n`bench localisation`: "
             f"{config.task.task}, preset {args.preset}, model {config.model.model}"
             f"{' (warm-started)' if config.warmstart.warm_start else ''}, "
             f"{args.responses} responses ({r.prompts_per_step} prompts x G={group}, <= "
-            f"{r.max_response_tokens} new tokens, temperature {r.temperature:g}), seed "
-            f"{args.seed}, {config.rollout.engine} engine; variants {', '.join(variants)}")
+            f"{r.max_response_tokens} new tokens, temperature {r.temperature:g}) "
+            f"{'at seed ' + str(args.seed) if len(seeds) == 1 else 'at each of seeds ' + ', '.join(map(str, seeds))}"
+            f", {config.rollout.engine} engine; variants {', '.join(variants)}")
     md = markdown(results, facts, what, report.machine_line(m))
     label = args.label or f"localisation-{config.task.task}"
     data = {"bench": "localisation", "label": label, "machine": m, "task": config.task.task,
             "preset": args.preset, "config": config.to_dict(), "variants": variants,
+            "seeds": seeds,
             "facts": facts, "results": results,
             "specificity": {c: specificity(results, c) for c in TEXT_CONTROLS},
             "control_failures": control_failures(results)}
@@ -152,10 +215,15 @@ def add_parser(which) -> None:
                    help="comma-separated variants: mrtpo or p2t, each plain or @joint, "
                         "@single, or a control: @shuffled (calibration), @placebo "
                         "(verifier texts of tokens no verifier text has), @order (their own "
-                        "tokens reordered), @cross (another reward's profile); "
+                        "tokens reordered), @cross (another reward's profile), @position (all "
+                        "of it on the most common top position); "
                         "a :bf16 suffix replays under --update-dtype bfloat16")
     p.add_argument("--responses", type=int, default=64, help="responses to sample (G x prompts)")
-    p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed")
+    p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed "
+                                                        "(the first, with --seeds)")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="batches at seeds --seed .. --seed + N - 1, each sampled and replayed "
+                        "alike; the intervals resample every seed's prompts")
     p.add_argument("--label", default="", help="report name (default localisation-<task>)")
     p.add_argument("--output-dir", default=None,
                    help="default: runs/bench/ (results/bench refreshes the committed reports)")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 def parse_mode(spec: str, mode: str, controls: tuple[str, ...]) -> tuple[str, str, str]:
     """``tcrm`` in ``bench localisation``: (``tcrm``, aligned | abs, control or "")."""
-    if mode == "placebo":
-        raise ValueError(f"{spec!r}: TCRM reads no verifier text, so it has no placebo; its "
-                         "controls are @shuffled and @cross")
+    if mode in ("placebo", "order"):
+        raise ValueError(f"{spec!r}: TCRM reads no verifier text, so it has no @{mode}; its "
+                         "controls are @shuffled, @cross and @position")
     if mode in controls:
         return "tcrm", "aligned", mode
     if mode not in ("", "aligned", "abs"):
-        raise ValueError(f"unknown variant {spec!r}: tcrm takes @abs, @shuffled or @cross")
+        raise ValueError(f"unknown variant {spec!r}: tcrm takes @abs, @shuffled, @cross or "
+                         "@position")
     return "tcrm", mode or "aligned", ""
 
 
