@@ -429,3 +429,52 @@ def test_each_context_mode_puts_with_and_without_the_right_way_round(tiny, mode)
         target = float((lw[last, r] - lo[last, r]) - (lw[last, pad] - lo[last, pad]))
         assert abs(target) > 1e-4  # a sign to get wrong
         assert infl[0, k, last].item() == pytest.approx(target, rel=1e-3, abs=1e-6)
+
+
+def test_bench_p2t_exact_against_plain_forwards(tiny):
+    """bench p2t-exact's exact influence is R(y) - R(y with y_t -> pad) by plain forwards, and
+    its target term is P2T's own (so the input role it reports is I - target)."""
+    from lab.bench.p2t_exact import agreement, exact_influence
+    from methods.contexts import replay_messages
+
+    model, tok = tiny
+    ex = _example()
+    response = torch.randint(5, len(tok) - 1, (6,), generator=torch.Generator().manual_seed(8))
+    ids = response[None]
+    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["a", "b"])
+    full, without = replay_messages(ex, {"a", "b"}), replay_messages(ex, {"b"})
+    pad = tok.pad_token_id
+    exact, target = exact_influence(ctx, 0, (full, without), pad)
+    resp = response.tolist()
+    lw, rw = _reference_ll(model, tok, full, resp)
+    lo, ro = _reference_ll(model, tok, without, resp)
+    for t in range(6):
+        replaced = resp[:t] + [pad] + resp[t + 1:]
+        want = (rw - ro) - (_reference_ll(model, tok, full, replaced)[1]
+                            - _reference_ll(model, tok, without, replaced)[1])
+        assert exact[t].item() == pytest.approx(want, rel=1e-3, abs=1e-4)
+        tgt = (lw[t, resp[t]] - lo[t, resp[t]]) - (lw[t, pad] - lo[t, pad])
+        assert target[t].item() == pytest.approx(float(tgt), rel=1e-3, abs=1e-5)
+    got = agreement(ctx, methods.options(), [0], "pad")
+    assert set(got) == {"a", "b"} and got["a"]["tokens"] == 6
+    assert -1.0 <= got["a"]["r_influence"] <= 1.0 and got["a"]["input_size_ratio"] > 0
+
+
+def test_signed_variant_sends_a_negative_advantage_to_the_disagreeing_tokens():
+    """--p2t-sign advantage: softmax(sign(A) I / tau). The failing response's influences
+    [ln 3, 0] favour token 0 (the verifier's text makes it likelier); its negative advantage
+    goes to token 1 instead: w = [0.5, 1.5] (with omega 1, alpha 0), not [1.5, 0.5]. The
+    positive one is unchanged."""
+    infl = torch.tensor([[[0.0, math.log(3)], [5.0, -5.0]], [[math.log(3), 0.0], [0.0, 0.0]]])
+    b = _batch(infl, [[1.0, 1.0], [0.0, 1.0]], [0, 0], [[1, 1], [1, 1]])
+    a = 1 / math.sqrt(2) * (1 - 1e-6 * math.sqrt(2))
+    common = dict(whiten="none", p2t_coef=1.0, p2t_flat_coef=0.0)
+    same = methods.advantages("p2t", b, **common)
+    signed = methods.advantages("p2t", b, p2t_sign="advantage", **common)
+    assert torch.allclose(same, torch.tensor([[0.5 * a, 1.5 * a], [-1.5 * a, -0.5 * a]]),
+                          atol=1e-5)
+    assert torch.allclose(signed, torch.tensor([[0.5 * a, 1.5 * a], [-0.5 * a, -1.5 * a]]),
+                          atol=1e-5)
+    assert "p2t_sign" in " ".join(P2tOptions(p2t_sign="both").problems())
+    assert "verifier-information variant" in " ".join(
+        P2tOptions(p2t_sign="advantage", p2t_reward_model="/nonexistent").problems())

@@ -15,9 +15,12 @@ default (not tracked), ``--output-dir results/bench`` to refresh the committed r
 - ``bench launch`` (``launch.py``): a real run's start-up and the CPU share of Ray's control
   processes while it trains.
 - ``bench sql`` (``sql.py``): text-to-SQL reward throughput vs worker processes.
-- ``bench localisation`` (``localisation.py``, the command in ``localisation_report.py``): where each MRTPO replay variant puts each
-  reward's credit on one batch (span ratio, top-10 % share, bootstrap intervals, the shuffled
-  control); no training.
+- ``bench localisation`` (``localisation.py``, the command in ``localisation_report.py``): where
+  each credit source puts each reward's credit on one batch or several seeds' (span ratio,
+  top-10 % share, prompt-resampled intervals; shuffled, placebo, order, cross and positional
+  controls); no training.
+- ``bench p2t-exact`` (``p2t_exact.py``): P2T's first-order influences against exact token
+  replacement by the null token, per null and reward.
 - ``bench tcrm`` (``tcrm.py``): a TCRM value model trained offline on a task's rollouts against
   Bradley-Terry alone: held-out pairwise accuracy at the final and the middle token; saves the
   model as an HF folder.
@@ -26,8 +29,8 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from lab.bench import (launch, localisation_report, replay, rollout, signal, sql, step,
-                           stored, tcrm, vs_trl)
+    from lab.bench import (launch, localisation_report, p2t_exact, replay, rollout, signal, sql,
+                           step, stored, tcrm, vs_trl)
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
     which = bench.add_subparsers(dest="bench", required=True)
@@ -38,6 +41,7 @@ def add_parser(sub) -> None:
     replay.add_parser(which)
     launch.add_parser(which)
     localisation_report.add_parser(which)
+    p2t_exact.add_parser(which)
     tcrm.add_parser(which)
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")
     steps.add_argument("runs", nargs="+", help="result folders (…/<setting>/)")

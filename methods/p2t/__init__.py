@@ -44,6 +44,7 @@ TARGETS = ("logit_diff", "prob", "logprob")
 BACKWARDS = ("single", "per_step")
 NULLS = ("pad", "unk", "mean")
 SCALES = ("null", "signed")
+SIGNS = ("influence", "advantage")
 
 
 def _choice(out: list, name: str, value, allowed) -> None:
@@ -79,6 +80,11 @@ class P2tOptions:
                                               "token scored after each step")
     p2t_reward_scale: str = option("null", "P2T reward model: a step's reward p as is (null) "
                                            "or 2p - 1 (signed)")
+    p2t_sign: str = option("influence", "P2T without a reward model: where a reward's advantage "
+                                        "goes, influence (softmax(I / tau) whatever the "
+                                        "advantage's sign, P2T's) | advantage (softmax(sign(A) "
+                                        "I / tau): a negative advantage to the tokens the "
+                                        "verifier's text makes less likely)")
     replay_chunk: int = chunk_option()
 
     def problems(self) -> list[str]:
@@ -88,6 +94,11 @@ class P2tOptions:
         _choice(out, "p2t_backward", self.p2t_backward, BACKWARDS)
         _choice(out, "p2t_null", self.p2t_null, NULLS)
         _choice(out, "p2t_reward_scale", self.p2t_reward_scale, SCALES)
+        _choice(out, "p2t_sign", self.p2t_sign, SIGNS)
+        if self.p2t_sign != "influence" and self.p2t_reward_model is not None:
+            out.append("--p2t-sign advantage is for the verifier-information variant; with "
+                       "--p2t-reward-model the step reward carries its own sign "
+                       "(--p2t-reward-scale signed)")
         if not self.p2t_temperature > 0:
             out.append(f"p2t_temperature is {self.p2t_temperature}; use a value > 0 "
                        "(--p2t-temperature, 1.0 is the authors')")
@@ -248,6 +259,11 @@ def allocate(batch: RolloutBatch, norm: Normalised, options) -> tuple[torch.Tens
     if norm.contrib is None:
         raise ValueError("p2t allocates each reward's advantage separately; compose it with "
                          "gdpo")
+    if options.p2t_sign == "advantage":
+        # a negative advantage goes to the tokens the verifier's text makes less likely: the
+        # influences of that reward flipped (softmax(-I) favours them)
+        flip = torch.where(norm.contrib < 0, -1.0, 1.0).to(out.dtype)
+        out = out * flip[:, :, None]
     w = step_weights(out, mask, options.p2t_temperature, options.p2t_flat_coef,
                      options.p2t_coef)
     computed = ~torch.isnan(out).any(dim=-1) & (mask.sum(dim=-1) > 0)[:, None]
