@@ -207,27 +207,33 @@ def detectable(c: Components, seeds: int | None = None, items: int | None = None
     return (float(stdtrit(df, 1 - alpha / 2)) + float(stdtrit(df, power))) * math.sqrt(var)
 
 
-def seeds_needed(c: Components, effect: float, items: int | None = None,
-                 max_seeds: int = MAX_SEEDS) -> int | None:
-    """The fewest seeds (>= 2) at which ``effect`` is detectable (:func:`detectable`) at
-    ``items``; None when more than ``max_seeds`` would be needed or the items' noise alone is
-    larger (more seeds never remove it)."""
-    if detectable(c, max_seeds, items) > abs(effect):
+def _fewest(detects, effect: float, limit: int) -> int | None:
+    """The smallest n in [2, limit] with ``detects(n) <= |effect|`` (``detects`` falls as n
+    grows); None when even ``limit`` is not enough."""
+    if detects(limit) > abs(effect):
         return None
-    lo, hi = 2, max_seeds
+    lo, hi = 2, limit
     while lo < hi:
         mid = (lo + hi) // 2
-        if detectable(c, mid, items) <= abs(effect):
+        if detects(mid) <= abs(effect):
             hi = mid
         else:
             lo = mid + 1
     return lo
 
 
+def seeds_needed(c: Components, effect: float, items: int | None = None,
+                 max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds (>= 2) at which ``effect`` is detectable (:func:`detectable`) at
+    ``items``; None when more than ``max_seeds`` would be needed or the items' noise alone is
+    larger (more seeds never remove it)."""
+    return _fewest(lambda n: detectable(c, n, items), effect, max_seeds)
+
+
 def item_floor(c: Components, alpha: float = ALPHA, power: float = POWER) -> float:
     """The detectable difference (:func:`detectable`) with this design's items and seeds
     without end: what the item sample alone leaves (more seeds never go below it)."""
-    return detectable(c, 10**6)
+    return detectable(c, 10**6, alpha=alpha, power=power)
 
 
 def items_needed(c: Components, effect: float, seeds: int | None = None,
@@ -235,17 +241,7 @@ def items_needed(c: Components, effect: float, seeds: int | None = None,
     """The fewest items (>= 2) at which ``effect`` is detectable at ``seeds`` (default: this
     design's); None when more than ``max_items`` would be needed (the seeds' own noise at
     that many seeds is larger, or the effect is 0)."""
-    s = seeds or c.seeds
-    if detectable(c, s, max_items) > abs(effect):
-        return None
-    lo, hi = 2, max_items
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if detectable(c, s, mid) <= abs(effect):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return _fewest(lambda n: detectable(c, seeds or c.seeds, n), effect, max_items)
 
 
 # --- per-item scores of stored seeds ------------------------------------------------------------
