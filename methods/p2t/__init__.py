@@ -80,11 +80,8 @@ class P2tOptions:
                                               "token scored after each step")
     p2t_reward_scale: str = option("null", "P2T reward model: a step's reward p as is (null) "
                                            "or 2p - 1 (signed)")
-    p2t_sign: str = option("influence", "P2T without a reward model: where a reward's advantage "
-                                        "goes, influence (softmax(I / tau) whatever the "
-                                        "advantage's sign, P2T's) | advantage (softmax(sign(A) "
-                                        "I / tau): a negative advantage to the tokens the "
-                                        "verifier's text makes less likely)")
+    p2t_sign: str = option("influence", "P2T: influence (softmax(I / tau), P2T's) | advantage "
+                                        "(softmax(sign(A) I / tau))")
     replay_chunk: int = chunk_option()
 
     def problems(self) -> list[str]:
