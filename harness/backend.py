@@ -140,7 +140,7 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
         name = RUN_NAME
     from harness import startup
 
-    startup.mark("fit_called")
+    startup.mark("fit_called", again=True)
     trainer = TorchTrainer(
         entry,
         # the method section as a result stores it (the run's own method's options): a field

@@ -22,10 +22,13 @@ def process_start(pid: int | None = None) -> float:
     return psutil.Process(pid).create_time()
 
 
-def mark(name: str) -> None:
-    """Record the driver's ``name`` now (the first time only: a second seed's fit does not move
-    the first's marks)."""
-    _MARKS.setdefault(name, time.time() - process_start())
+def mark(name: str, again: bool = False) -> None:
+    """Record the driver's ``name`` now: the first time only (a second seed's does not move the
+    command's own phases), or every time with ``again`` (``fit_called``: each fit's own, so that
+    a seed's worker phases are measured from its fit, not the warm start's or an earlier
+    seed's)."""
+    if again or name not in _MARKS:
+        _MARKS[name] = time.time() - process_start()
 
 
 def handoff() -> dict:

@@ -42,10 +42,10 @@ def test_top_positions_and_the_positional_control_by_hand():
     w = torch.tensor([[[0.5, 2.0, 1.0, 0.5], [3.0, 0.5, 0.3, 0.2]],
                       [[0.5, 2.0, 0.5, 9.0], [0.5, 0.5, 2.0, 9.0]],
                       [[0.5, 1.5, 0.0, 0.0], [0.5, 1.5, 0.0, 0.0]]])
-    tops = loc.top_positions(w, mask, ("a", "b"))
-    assert tops["a"] == {"position": 1, "share": 1.0}  # padding (9.0) never counts
-    assert tops["b"]["share"] == pytest.approx(1 / 3)
-    fixed = loc.at_position(w, mask)
+    (a, a_share), (_, b_share) = loc.modal_tops(w, mask)
+    assert (a, a_share) == (1, 1.0)  # padding (9.0) never counts
+    assert b_share == pytest.approx(1 / 3)
+    fixed = loc.at_position(w, mask, [1, 0])
     # all of a's profile on index 1, mean 1 over each response's tokens: length there
     assert fixed[0, 0].tolist() == [0.0, 4.0, 0.0, 0.0]
     assert fixed[2, 0].tolist() == [0.0, 2.0, 0.0, 0.0]

@@ -203,18 +203,19 @@ def paired(real: dict, placebo: dict, seed: int = 0) -> dict[str, dict]:
     return out
 
 
-def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
-    """Sample one batch, replay it with each variant; ({variant: stats}, batch facts)."""
+def sampled_context(config, needs_spans: bool = False) -> tuple:
+    """(trainer, the pass context of one batch the policy samples at its first step, the
+    sampling's seconds): every (response, reward) pair marked for computing, also those whose
+    group had no signal (their advantage is 0 in training). The benches' one batch.
+    ``needs_spans``: refuse a task without checked spans before sampling."""
     import torch
 
     from harness.train.passes import context
     from harness.train.sample import sample
-    from harness.train.update import autocast
     from harness.trainer import Trainer
-    from methods.mrtpo.diagnostics import batch_records
 
     trainer = Trainer(config)
-    if trainer.task.spans is None:
+    if needs_spans and trainer.task.spans is None:
         raise ValueError(f"task {trainer.task.name!r} declares no checked spans (Task.spans); "
                          "localisation needs them")
     cfg = trainer.config
@@ -223,11 +224,20 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
                      trainer.sampler.next(cfg.rollout.prompts_per_step), 0, 1, cfg, 0,
                      trainer.cuda)
     generate_s = time.perf_counter() - t0
-    micro = trainer.ds_config["train_micro_batch_size_per_gpu"]
     ctx = context(trainer.models, trainer.tokenizer, sampled, trainer.task,
-                  cfg.rollout.temperature, micro)
-    # every pair, also those whose group had no signal (their advantage is 0 in training)
+                  cfg.rollout.temperature, trainer.ds_config["train_micro_batch_size_per_gpu"])
     ctx.signal = torch.ones(ctx.rewards.shape, dtype=torch.bool)
+    return trainer, ctx, generate_s
+
+
+def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
+    """Sample one batch, replay it with each variant; ({variant: stats}, batch facts)."""
+    import torch
+
+    from harness.train.update import autocast
+    from methods.mrtpo.diagnostics import batch_records
+
+    trainer, ctx, generate_s = sampled_context(config, needs_spans=True)
     out, timing = {}, {}
     prompts = [e.id for e in ctx.examples]
     computed: dict[tuple, tuple] = {}  # (method, mode, text control) -> raw profile (reused)
@@ -254,9 +264,11 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
         # from a response's prompt has no profile there (NaN: not counted)
         w = to_weights(raw, control == CONTROL, seed)
         w[torch.isnan(ctx.rewards)] = float("nan")
-        positions[spec] = top_positions(w, ctx.response_mask, ctx.reward_names)
+        tops = modal_tops(w, ctx.response_mask)
+        positions[spec] = {ctx.reward_names[k]: {"position": p, "share": share}
+                           for k, (p, share) in enumerate(tops)}
         if control == "position":  # all credit on the profile's most common top position
-            w = at_position(w, ctx.response_mask)
+            w = at_position(w, ctx.response_mask, [p for p, _ in tops])
         if control == "cross":  # reward k's profile read on reward k+1's spans
             w = torch.roll(w, shifts=1, dims=1)
             w[torch.isnan(ctx.rewards)] = float("nan")
@@ -277,9 +289,11 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
     return out, facts
 
 
-def _modal_top(w, mask):
-    """Per reward: (the most common argmax position over responses, the share of responses
-    whose profile peaks there); responses without a profile (NaN) are not counted."""
+def modal_tops(w, mask) -> list[tuple[int | None, float]]:
+    """Per reward: (the response token index its profiles peak on most often, the share of
+    responses peaking there); responses without a profile (NaN) are not counted. A profile
+    that follows the verifier's span peaks in many places; one that follows a position peaks
+    at one."""
     import torch
 
     out = []
@@ -294,23 +308,15 @@ def _modal_top(w, mask):
     return out
 
 
-def top_positions(w, mask, names) -> dict[str, dict]:
-    """Per reward: where its profiles peak most often (a response token index) and on what
-    share of responses: a profile that follows the verifier's span peaks in many places; one
-    that follows a position peaks at one."""
-    return {names[k]: {"position": p, "share": share}
-            for k, (p, share) in enumerate(_modal_top(w, mask))}
-
-
-def at_position(w, mask):
+def at_position(w, mask, positions: list[int | None]):
     """The positional control: for each reward, every response's profile replaced by all of it
-    on the reward's most common top position (mean 1 over the response's tokens, as the
+    on that reward's position (``modal_tops``'; mean 1 over the response's tokens, as the
     profiles are); a response shorter than that position keeps no profile (NaN)."""
     import torch
 
     out = torch.full_like(w, float("nan"))
     length = mask.sum(dim=-1)
-    for k, (p, _) in enumerate(_modal_top(w, mask)):
+    for k, p in enumerate(positions):
         if p is None:
             continue
         for n in range(w.shape[0]):

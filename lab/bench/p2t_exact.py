@@ -102,15 +102,11 @@ def agreement(ctx, options, rows: list[int], null_kind: str) -> dict[str, dict]:
 
 
 def bench_p2t_exact(args: argparse.Namespace) -> int:
-    import torch
-
     from harness import engine as eng
     from harness.config import resolve
     from harness.console import quiet
-    from harness.train.passes import context
-    from harness.train.sample import sample
-    from harness.trainer import Trainer
     from lab.bench import report
+    from lab.bench.localisation import sampled_context
     from lab.flags import overrides_from
 
     quiet.configure_process()
@@ -121,14 +117,8 @@ def bench_p2t_exact(args: argparse.Namespace) -> int:
                                      prompts_per_step=max(1, args.responses // group)))
     eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
     meter = report.LoadMeter().start()
-    trainer = Trainer(config)
+    trainer, ctx, _ = sampled_context(config)
     cfg = trainer.config
-    sampled = sample(trainer.rollout, trainer.task, trainer.train_examples,
-                     trainer.sampler.next(cfg.rollout.prompts_per_step), 0, 1, cfg, 0,
-                     trainer.cuda)
-    ctx = context(trainer.models, trainer.tokenizer, sampled, trainer.task,
-                  cfg.rollout.temperature, trainer.ds_config["train_micro_batch_size_per_gpu"])
-    ctx.signal = torch.ones(ctx.rewards.shape, dtype=torch.bool)
     rows = list(range(min(args.responses, ctx.response_ids.shape[0])))
     nulls = [x.strip() for x in args.nulls.split(",") if x.strip()]
     results = {n: agreement(ctx, trainer.options, rows, n) for n in nulls}

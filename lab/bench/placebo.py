@@ -60,12 +60,16 @@ def overlap(text: str, banned: set[int], tokenizer) -> float:
     return sum(i in banned for i in ids) / len(ids) if ids else 0.0
 
 
+def allowed_words(words: Sequence[str], banned: set[int], tokenizer) -> list[str]:
+    """The ``words`` none of whose tokens is ``banned``."""
+    return [w for w in words if not set(tokenizer.encode(w, add_special_tokens=False)) & banned]
+
+
 def disjoint_text(length: int, banned: set[int], tokenizer, rng: random.Random,
-                  words: Sequence[str]) -> str:
-    """``length`` tokens of ``words`` (from a random offset, cycled), leaving out every word
-    with a ``banned`` token; checked again after decoding and encoding (a cut last word can
-    encode otherwise: then another offset)."""
-    kept = [w for w in words if not set(tokenizer.encode(w, add_special_tokens=False)) & banned]
+                  kept: Sequence[str]) -> str:
+    """``length`` tokens of the ``kept`` words (``allowed_words``; from a random offset,
+    cycled), checked again after decoding and encoding (a cut last word can encode otherwise:
+    then another offset)."""
     if kept and length > 0:
         for _ in range(RETRIES):
             k, ids = rng.randrange(len(kept)), []
@@ -86,15 +90,18 @@ def neutral_words() -> list[str]:
 
 
 def placebo_texts(examples: Sequence[Example], tokenizer, seed: int = 0, kind: str = "placebo",
-                  source: Sequence[str] | None = None) -> dict[tuple, str]:
+                  source: Sequence[str] | None = None, banned: set[int] | None = None
+                  ) -> dict[tuple, str]:
     """(example id, verifier text) -> its control text (``kind``: ``placebo`` or ``order``,
     the module's docstring) at this text's token length; ``source``: the words the placebo is
-    drawn from (default: ``neutral_words()``). A text two rewards share gets one control."""
+    drawn from (default: ``neutral_words()``); ``banned``: the batch's verifier tokens (made
+    here when not given). A text two rewards share gets one control."""
     if kind not in KINDS:
         raise ValueError(f"unknown text control {kind!r}: one of {', '.join(KINDS)}")
     rng = random.Random(seed)
-    banned = verifier_tokens(examples, tokenizer)
-    source = neutral_words() if source is None else source
+    banned = verifier_tokens(examples, tokenizer) if banned is None else banned
+    kept = allowed_words(neutral_words() if source is None else source, banned, tokenizer) \
+        if kind == "placebo" else []
     out: dict[tuple, str] = {}
     for ex in {ex.id: ex for ex in examples}.values():
         for info in ex.verifier_info:
@@ -103,7 +110,7 @@ def placebo_texts(examples: Sequence[Example], tokenizer, seed: int = 0, kind: s
             own = tokenizer.encode(info.text, add_special_tokens=False)
             out[(ex.id, info.text)] = (
                 tokenizer.decode(rng.sample(own, len(own))) if kind == "order"
-                else disjoint_text(len(own), banned, tokenizer, rng, source))
+                else disjoint_text(len(own), banned, tokenizer, rng, kept))
     return out
 
 
@@ -113,8 +120,8 @@ def control_examples(examples: Sequence[Example], tokenizer, seed: int = 0,
     """The examples with every verifier text replaced by its control text (in the prompt too,
     where the text is in the prompt), one per response as given; and per reward, the mean
     token overlap of its control texts with the batch's verifier texts."""
-    texts = placebo_texts(examples, tokenizer, seed, kind, source)
     banned = verifier_tokens(examples, tokenizer)
+    texts = placebo_texts(examples, tokenizer, seed, kind, source, banned)
     made: dict[str, Example] = {}
     shares: dict[str, list[float]] = {}
     for ex in {ex.id: ex for ex in examples}.values():

@@ -120,33 +120,28 @@ def detectable_grid(items_grid: Grid, outcome: list[bool]) -> Grid | None:
              "", list(items_grid.groups), list(items_grid.columns), mark_best=False,
              legend=DETECT_LEGEND)
 
-    def detectable(c) -> str:
-        d = it.detectable(c)
+    def points(d: float, design: str) -> str:
         # a difference of two percentages is at most 100: past it, the number says only that
         # nothing this design could show would be detected
-        return f"> 100 ({c.seeds} x {c.items})" if d > 100 else f"±{d:.1f} ({c.seeds} x {c.items})"
+        return f"> 100 ({design})" if d > 100 else f"±{d:.1f} ({design})"
 
-    g.rows.append(("detectable (80 % power) at seeds x items", [
-        Cell(note="–" if c is None else "no spread" if flat(c) else detectable(c))
-        for c in cols]))
-    g.rows.append(("seeds for one item's worth", [
-        Cell(note="–" if c is None else f"{seeds(c, 100 / c.items)} ({100 / c.items:.1f} pts)")
-        for c in cols]))
-    g.rows.append(("seeds for 5 points",
-                   [Cell(note="–" if c is None else seeds(c, 5.0)) for c in cols]))
-
-    def floor(c) -> str:
-        f = it.item_floor(c)
-        return f"> 100 ({c.items} items)" if f > 100 else f"±{f:.1f} ({c.items} items)"
-
-    g.rows.append(("item floor: detectable with any number of seeds", [
-        Cell(note="–" if c is None else "no spread" if flat(c) else floor(c)) for c in cols]))
+    def row(label: str, text) -> None:  # one cell per column, text(c) where c has spread
+        g.rows.append((label, [Cell(note="–" if c is None else "no spread" if flat(c)
+                                    else text(c)) for c in cols]))
 
     def items(c) -> str:
         n = it.items_needed(c, 5.0)
         # None: the seeds' own noise at this many seeds is above 5 points, whatever the items
         return f"never at {c.seeds} seeds" if n is None else f"{n} ({c.seeds} seeds)"
 
-    g.rows.append(("items for 5 points at these seeds", [
-        Cell(note="–" if c is None else "no spread" if flat(c) else items(c)) for c in cols]))
+    row("detectable (80 % power) at seeds x items",
+        lambda c: points(it.detectable(c), f"{c.seeds} x {c.items}"))
+    g.rows.append(("seeds for one item's worth", [
+        Cell(note="–" if c is None else f"{seeds(c, 100 / c.items)} ({100 / c.items:.1f} pts)")
+        for c in cols]))
+    g.rows.append(("seeds for 5 points",
+                   [Cell(note="–" if c is None else seeds(c, 5.0)) for c in cols]))
+    row("item floor: detectable with any number of seeds",
+        lambda c: points(it.item_floor(c), f"{c.items} items"))
+    row("items for 5 points at these seeds", items)
     return g
