@@ -80,8 +80,7 @@ class P2tOptions:
                                               "token scored after each step")
     p2t_reward_scale: str = option("null", "P2T reward model: a step's reward p as is (null) "
                                            "or 2p - 1 (signed)")
-    p2t_sign: str = option("influence", "P2T: influence (softmax(I / tau), P2T's) | advantage "
-                                        "(softmax(sign(A) I / tau))")
+    p2t_sign: str = option("influence", "P2T: influence (P2T's) | advantage (by sign(A) I)")
     replay_chunk: int = chunk_option()
 
     def problems(self) -> list[str]:
