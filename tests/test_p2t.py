@@ -460,6 +460,44 @@ def test_bench_p2t_exact_against_plain_forwards(tiny):
     assert -1.0 <= got["a"]["r_influence"] <= 1.0 and got["a"]["input_size_ratio"] > 0
 
 
+def test_bench_p2t_exact_mean_null_against_plain_forwards(tiny):
+    """The mean null is no token: exact replacement feeds the mean embedding at t (the other
+    inputs untouched) and scores the null there by ``mean_v log p(v)``, as P2T's target does;
+    checked against whole-sequence forwards with the embedding swapped in."""
+    from lab.bench.p2t_exact import exact_influence
+    from methods.contexts import replay_messages
+    from methods.p2t.null import null_distribution, null_embedding
+
+    model, tok = tiny
+    ex = _example()
+    response = torch.randint(5, len(tok) - 1, (5,), generator=torch.Generator().manual_seed(3))
+    ids = response[None]
+    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["a", "b"])
+    full, without = replay_messages(ex, {"a", "b"}), replay_messages(ex, {"b"})
+    embed = model.get_input_embeddings()
+    q = null_distribution("mean", embed.num_embeddings, tok)
+    e_mean = null_embedding(embed, q)
+    assert torch.allclose(e_mean, embed.weight.mean(0), atol=1e-6)
+    exact, target = exact_influence(ctx, 0, (full, without), (q, e_mean))
+    resp = response.tolist()
+    lw, rw = _reference_ll(model, tok, full, resp)
+    lo, ro = _reference_ll(model, tok, without, resp)
+    for t in range(5):
+        scores = []
+        for messages in (full, without):
+            lsm, _ = _reference_ll(model, tok, messages, resp, replace_at=t, toward=e_mean,
+                                   eps=1.0)
+            picked = lsm.gather(1, torch.tensor(resp)[:, None])[:, 0]
+            scores.append(float(picked.sum() - picked[t] + lsm[t].mean()))
+        want = (rw - ro) - (scores[0] - scores[1])
+        assert exact[t].item() == pytest.approx(want, rel=1e-3, abs=1e-4)
+        tgt = (lw[t, resp[t]] - lo[t, resp[t]]) - (lw[t].mean() - lo[t].mean())
+        assert target[t].item() == pytest.approx(float(tgt), rel=1e-3, abs=1e-5)
+    # the hook is gone: the sentinel id is out of range again
+    with pytest.raises(IndexError):
+        embed(torch.tensor([embed.num_embeddings]))
+
+
 def test_signed_variant_sends_a_negative_advantage_to_the_disagreeing_tokens():
     """--p2t-sign advantage: softmax(sign(A) I / tau). The failing response's influences
     [ln 3, 0] favour token 0 (the verifier's text makes it likelier); its negative advantage

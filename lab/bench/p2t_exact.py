@@ -10,22 +10,54 @@ against the null's at t, which P2T computes exactly), so the report also compare
 P2T's input-gradient term ``I - target`` against the exact change of the later tokens'
 log-ratios ``exact - target`` (the input role). Reported per null and reward: Pearson's r of
 the whole influence and of the input role, and the median size ratio of the input role
-(exact / first order). ``mean`` (the mean embedding) is no token, so it has no exact
-replacement here; the nulls measured are the tokenizer's pad and unk tokens.
+(exact / first order). The nulls: the tokenizer's pad and unk tokens (on SmolLM2 pad is
+``<|im_end|>``, the chat template's end of turn, and unk ``<|endoftext|>``, a token the
+template never writes), and ``mean``, the mean embedding, which is no token: its exact
+replacement feeds the mean embedding as the input at t (through a hook on the embedding
+module) and, as P2T's target term does, scores the null at t by the mean log-probability
+``q . log p`` (q uniform).
 """
 from __future__ import annotations
 
 import argparse
 import math
+from contextlib import contextmanager
 from dataclasses import replace
 
-NULLS = ("pad", "unk")
+NULLS = ("pad", "unk", "mean")
 CHUNK = 16  # replaced responses per forward
 
 
-def _loglik(model, tokenizer, context, ids, mask, temperature: float):
+@contextmanager
+def _as_embedding(model, sentinel: int, e_null):
+    """While open, the input id ``sentinel`` (one past the vocabulary) enters the model as
+    the embedding ``e_null [H]`` (no token has it); every other id as usual."""
+    import torch
+
+    embed = model.get_input_embeddings()
+    seen = {}
+
+    def before(module, args):
+        ids = args[0]
+        seen["where"] = ids == sentinel
+        return (ids.masked_fill(seen["where"], 0),) + tuple(args[1:])
+
+    def after(module, args, out):
+        where = seen.pop("where")[..., None]
+        return torch.where(where, e_null.to(out.device, out.dtype), out)
+
+    hooks = (embed.register_forward_pre_hook(before), embed.register_forward_hook(after))
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def _loglik(model, tokenizer, context, ids, mask, temperature: float, q=None, sentinel=-1):
     """[B] the summed log-likelihood of each row of ``ids [B, T]`` after ``context``, and
-    [B, T, V] the log-probabilities (row-wise, for the target terms)."""
+    [B, T, V] the log-probabilities (row-wise, for the target terms). With ``q``, an id
+    equal to ``sentinel`` (a null that is no token) scores ``q . log p`` there."""
     import torch
 
     from harness.replay import base_and_head, response_hidden
@@ -35,30 +67,61 @@ def _loglik(model, tokenizer, context, ids, mask, temperature: float):
         # one family: every row reads the same context, whose forward they share
         h = response_hidden(model, tokenizer, [context] * ids.shape[0], ids, mask,
                             families=[0] * ids.shape[0])
-        logp = torch.log_softmax(head(h).float() / temperature, dim=-1)
-    ll = (logp.gather(-1, ids[..., None].to(logp.device))[..., 0] * mask.to(logp.device)).sum(1)
-    return ll.cpu(), logp.cpu()
+        logp = torch.log_softmax(head(h).float() / temperature, dim=-1).cpu()
+    ids = ids.cpu()
+    if q is None:  # every id is a token
+        scored = logp.gather(-1, ids[..., None])[..., 0]
+    else:
+        at = ids == sentinel
+        scored = torch.where(at, logp @ _padded(q, logp),
+                             logp.gather(-1, ids.masked_fill(at, 0)[..., None])[..., 0])
+    return (scored * mask.cpu()).sum(1), logp
 
 
-def exact_influence(ctx, row: int, contexts: tuple, null: int) -> tuple:
-    """(exact [T], target [T]) for one response and one (with, without) pair of contexts."""
+def exact_influence(ctx, row: int, contexts: tuple, null) -> tuple:
+    """(exact [T], target [T]) for one response and one (with, without) pair of contexts.
+    ``null``: a token id, or ``(q [V], e_null [H])`` for a null that is no token (the mean
+    embedding): the input at t becomes ``e_null`` and the null's score there ``q . log p``."""
     import torch
 
     n = int(ctx.response_mask[row].sum())
     ids, mask = ctx.response_ids[row, :n], ctx.response_mask[row, :n]
     model, tok, temp = ctx.model("policy"), ctx.tokenizer, ctx.temperature
+    q = None
+    if isinstance(null, tuple):
+        q, e_null = null
+        sentinel = ctx.embeddings().num_embeddings
+        entered = _as_embedding(model, sentinel, e_null)
+    else:
+        sentinel, entered = int(null), _no_hook()
     replaced = ids.repeat(n, 1)
-    replaced[torch.arange(n), torch.arange(n)] = null
+    replaced[torch.arange(n), torch.arange(n)] = sentinel
     exact, target = torch.zeros(n), torch.zeros(n)
     sign = (1.0, -1.0)
-    for c, context in enumerate(contexts):
-        ll, logp = _loglik(model, tok, context, ids[None], mask[None], temp)
-        target += sign[c] * (logp[0, torch.arange(n), ids] - logp[0, :, null])
-        for s in range(0, n, CHUNK):
-            part, _ = _loglik(model, tok, context, replaced[s:s + CHUNK],
-                              mask.repeat(len(replaced[s:s + CHUNK]), 1), temp)
-            exact[s:s + len(part)] += sign[c] * (ll[0] - part)
+    with entered:
+        for c, context in enumerate(contexts):
+            ll, logp = _loglik(model, tok, context, ids[None], mask[None], temp)
+            lq = logp[0] @ _padded(q, logp) if q is not None else logp[0, :, sentinel]
+            target += sign[c] * (logp[0, torch.arange(n), ids] - lq)
+            for s in range(0, n, CHUNK):
+                part, _ = _loglik(model, tok, context, replaced[s:s + CHUNK],
+                                  mask.repeat(len(replaced[s:s + CHUNK]), 1), temp, q,
+                                  sentinel)
+                exact[s:s + len(part)] += sign[c] * (ll[0] - part)
     return exact, target
+
+
+@contextmanager
+def _no_hook():
+    yield
+
+
+def _padded(q, logp):
+    """``q [V]`` zero-padded to the head's width (a head may be padded past the embedding's
+    rows; those logits are no token's)."""
+    import torch
+
+    return torch.nn.functional.pad(q.to(logp.dtype), (0, logp.shape[-1] - q.shape[0]))
 
 
 def agreement(ctx, options, rows: list[int], null_kind: str) -> dict[str, dict]:
@@ -68,11 +131,11 @@ def agreement(ctx, options, rows: list[int], null_kind: str) -> dict[str, dict]:
 
     from methods.contexts import known_rewards, replay_messages
     from methods.p2t import verifier_influence
-    from methods.p2t.null import null_distribution
+    from methods.p2t.null import null_distribution, null_embedding
 
     opts = replace(options, p2t_contexts="loo", p2t_null=null_kind)
-    null = int(null_distribution(null_kind, ctx.embeddings().num_embeddings,
-                                 ctx.tokenizer).argmax())
+    q = null_distribution(null_kind, ctx.embeddings().num_embeddings, ctx.tokenizer)
+    null = (q, null_embedding(ctx.embeddings(), q)) if null_kind == "mean" else int(q.argmax())
     infl = verifier_influence(ctx, opts)
     out = {}
     for k, name in enumerate(ctx.reward_names):
@@ -127,16 +190,17 @@ def bench_p2t_exact(args: argparse.Namespace) -> int:
     lines = [f"# {label}", "", f"`bench p2t-exact`: {cfg.task.task}, preset {args.preset}, "
              f"model {cfg.model.model}{' (warm-started)' if cfg.warmstart.warm_start else ''}, "
              f"{len(rows)} responses at seed {args.seed}; P2T leave-one-out influences against "
-             "exact replacement of each response token by the null token", "",
+             "exact replacement of each response token by each null", "",
              f"Machine: {report.machine_line(m)}", "",
              "| null token | reward | r (whole influence) | r (input role: I - target vs "
              "exact - target) | input role size, exact / first order (median) | tokens |",
              "|---|---|---|---|---|---|"]
     for null, by_reward in results.items():
-        token = ctx.tokenizer.convert_ids_to_tokens(
-            ctx.tokenizer.pad_token_id if null == "pad" else ctx.tokenizer.unk_token_id)
+        token = ("the mean embedding" if null == "mean" else "`%s`" % ctx.tokenizer.
+                 convert_ids_to_tokens(ctx.tokenizer.pad_token_id if null == "pad"
+                                       else ctx.tokenizer.unk_token_id))
         for name, a in by_reward.items():
-            lines.append(f"| {null} (`{token}`) | {name} | {a['r_influence']:.2f} | "
+            lines.append(f"| {null} ({token}) | {name} | {a['r_influence']:.2f} | "
                          f"{a['r_input_role']:.2f} | {a['input_size_ratio']:.2f} | "
                          f"{a['tokens']} |")
     lines += ["", "The target term (the log-ratio of each response token against the null's at "
@@ -154,11 +218,11 @@ def add_parser(which) -> None:
     from lab.flags import add_config_flags
 
     p = which.add_parser("p2t-exact", help="P2T's first-order influences against exact token "
-                                           "replacement by the null token (pad, unk) on the "
+                                           "replacement by the null (pad, unk, mean) on the "
                                            "policy's own responses")
     p.add_argument("--preset", default="smoke-learn")
     p.add_argument("--responses", type=int, default=8, help="responses (G x prompts)")
-    p.add_argument("--nulls", default=",".join(NULLS), help="comma-separated: pad, unk")
+    p.add_argument("--nulls", default=",".join(NULLS), help="comma-separated: pad, unk, mean")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--label", default="", help="report name (default p2t-exact-<task>)")
     p.add_argument("--output-dir", default=None,
