@@ -66,6 +66,13 @@ def is_complete(path: Path) -> bool:
     return (path / MARKER).is_file()
 
 
+def made_by(path: Path) -> str:
+    """The fingerprint of the code that trained a complete warm start ("" for one cached
+    before warm starts recorded it)."""
+    info = json.loads((path / MARKER).read_text())
+    return str((info.get("provenance") or {}).get("fingerprint", ""))
+
+
 def policy_source(config: RunConfig) -> str:
     """What the policy is loaded from: the base model, or its warm-started folder, which must
     already exist (``harness sft`` or ``run --warm-start`` makes it)."""

@@ -204,8 +204,13 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None,
                 rollout.load_weights(named)
     result = None
     if rank == 0:
+        from harness import provenance
+
+        # the code that trained it: a cache reused by other code is told apart (reproduce
+        # --recheck trains its own)
         info = {"key": cache.key_fields(config, data_hash), "history": history,
-                "demonstrations": len(pairs), "seconds": seconds}
+                "demonstrations": len(pairs), "seconds": seconds,
+                "provenance": provenance.current(plugins=config.plugins)}
         if probes:
             info["probes"] = probes
         result = save(plain, tokenizer, target, info)

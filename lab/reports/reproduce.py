@@ -170,10 +170,19 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
     if spec.kind == "presets":
         print(f"wrote {write_table(name, [tables.presets_grid(spec)], tables_dir, spec.caption)}")
         return 0
-    def planned():
+    def planned(rerun_stale: bool = args.rerun_stale):
         return make_plan(spec, args.preset, args.seeds, args.results_dir, args.data_dir,
-                         args.model_dir, args.allow_mixed_code, args.rerun_stale)
+                         args.model_dir, args.allow_mixed_code, rerun_stale)
 
+    if args.recheck:  # the check first: what it re-stamps is no longer to remake
+        from lab.reports import recheck
+
+        plan = planned(rerun_stale=False)
+        print(describe(plan, args.results_dir))
+        if args.dry_run:
+            print(recheck.dry_run(plan, args.results_dir))
+            return 0
+        print(recheck.summary(recheck.recheck(plan, args.results_dir)))
     plan = planned()
     print(describe(plan, args.results_dir))
     if args.dry_run:
@@ -275,4 +284,10 @@ def add_parser(sub) -> None:
     p.add_argument("--rerun-stale", action="store_true",
                    help="rerun stored seeds made by other code than this tree's (with "
                         "--dry-run: list them)")
+    p.add_argument("--recheck", action="store_true",
+                   help="before running: per cell with seeds of other code, rerun its lowest "
+                        "such seed on this code and, where the per-step metrics, final "
+                        "parameters and evaluation are identical, re-stamp the cell's seeds "
+                        "as this code's (lab/reports/recheck.py); with --rerun-stale, remake "
+                        "the rest")
     p.set_defaults(handler=cmd_reproduce)
