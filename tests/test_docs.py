@@ -76,3 +76,52 @@ def test_every_quoted_interval_is_copied_from_a_committed_render(page):
                 if normalised(f"±{d} (") not in renders]
     assert not missing, (f"{page.name} quotes numbers no committed render under results/ "
                          f"shows: {missing}")
+
+
+# "1.47x", "4.11x their token share": a ratio a render shows as its number; one followed by
+# "(22.1 against 9.4 s)" is derived from the two numbers quoted beside it
+RATIO = re.compile(r"(?<![\w.])(\d+\.\d+)x\b(?:[^(\n]{0,60}\((\d+(?:\.\d+)?) against "
+                   r"(\d+(?:\.\d+)?))?")
+# "6 titles", "192 responses", "48 prompts": what a render counted ("n=6" there)
+COUNT = re.compile(r"(?<![\d,.])(\d[\d,]*) (titles|responses|prompts)\b")
+# "in 99 % of responses": a share a render gives as 0.99
+SHARE = re.compile(r"\bin (\d+) % of (?:the )?responses")
+
+
+# sections on runs made before reports were committed: their numbers are quoted with the
+# command that made them, and no render holds them
+HISTORICAL = re.compile(r"^### The first smoke runs.*?(?=^##? |\Z)", re.M | re.S)
+
+
+def _shows(renders: str, number: str) -> bool:
+    return re.search(r"(?<![\d.])" + re.escape(number) + r"(?![\d])", renders) is not None
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "docs" / "results.md"],
+                         ids=lambda p: p.name)
+def test_every_quoted_ratio_count_and_share_is_a_committed_renders(page):
+    """Numbers quoted without an interval (a ratio, a count of titles, responses or prompts, a
+    share of responses) are a committed render's too, or derived from two quoted numbers that
+    are."""
+    renders = "\n".join(normalised(p.read_text(encoding="utf-8")) for p in RENDERS)
+    text = normalised(HISTORICAL.sub("", prose(page)))
+    missing = []
+    for ratio, a, b in RATIO.findall(text):
+        if a and b:
+            ok = _shows(renders, a) and _shows(renders, b) and \
+                abs(float(a) / float(b) - float(ratio)) < 0.051
+        else:
+            ok = _shows(renders, ratio)
+        if not ok:
+            missing.append(f"{ratio}x" + (f" ({a} against {b})" if a else ""))
+    for n, noun in COUNT.findall(text):
+        n = n.replace(",", "")
+        if not any(form in renders for form in (f"{n} {noun}", f"n={n})", f"n = {n})",
+                                                f"{int(n):,} {noun}")):
+            missing.append(f"{n} {noun}")
+    for pct in SHARE.findall(text):
+        if not _shows(renders, f"{int(pct) / 100:.2f}"):
+            missing.append(f"in {pct} % of responses")
+    assert not missing, (f"{page.name} quotes numbers no committed render under results/ "
+                         f"shows: {missing}")
+
