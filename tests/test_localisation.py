@@ -182,3 +182,29 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     md = (tmp_path / "localisation-toy-spans.md").read_text()
     assert "| parity/span_ratio |" in md and "Verdicts (mrtpo)" in md
     assert "token overlap of the control texts with the verifier texts: " in md
+
+
+def test_seeds_with_different_rewards_merge_over_the_seeds_that_have_each():
+    """IFEval's rewards are its prompts' constraints, so two seeds' batches can carry different
+    ones: a reward is averaged over the seeds that have it (not counted as 0 where absent), and
+    a seed without it shows '-' for its top position."""
+    from lab.bench.localisation_report import _positions, merged_facts
+
+    def facts(rewards, means, share):
+        return {"responses": 64, "prompts": 16, "rewards": rewards,
+                "reward_means": means, "mean_response_tokens": 50.0, "generate_s": 10.0,
+                "replay_s": {"mrtpo": 5.0},
+                "control_overlap": {"placebo": {r: 0.0 for r in rewards}},
+                "top_position": {"mrtpo": {r: {"position": 3, "share": share}
+                                           for r in rewards}}}
+
+    out = merged_facts([facts(["c0", "c1"], {"c0": 0.5, "c1": 0.2}, 0.4),
+                        facts(["c0", "c7"], {"c0": 0.7, "c7": 0.9}, 0.2)])
+    assert out["rewards"] == ["c0", "c1", "c7"] and out["responses"] == 128
+    assert out["reward_means"] == pytest.approx({"c0": 0.6, "c1": 0.2, "c7": 0.9})
+    assert set(out["control_overlap"]["placebo"]) == {"c0", "c1", "c7"}
+    top = out["top_position"]["mrtpo"]
+    assert top["c7"]["position"] == [None, 3] and top["c7"]["share"] == pytest.approx(0.2)
+    assert top["c0"]["share"] == pytest.approx(0.3)
+    assert _positions(top["c7"]["position"]) == "[-, 3]"
+    assert _positions([1, 1, 1]) == str([1, 1, 1])  # the committed reports' spelling

@@ -108,7 +108,8 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
         for spec, by_reward in tops.items():
             if parse_variant(spec)[2] in ("", "position") or spec == specs[0]:
                 lines.append(f"- {spec}: " + "; ".join(
-                    f"{r} at {t['position']} on {t['share']:.2f}" for r, t in by_reward.items()))
+                    f"{r} at {_positions(t['position'])} on {t['share']:.2f}"
+                    for r, t in by_reward.items()))
     with_seeds = [(k, v) for k, v in results[specs[0]].items()
                   if len(v.get("seed_means", {})) > 1 and k.endswith("/span_ratio")]
     if with_seeds:
@@ -127,28 +128,57 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
     return "\n".join(lines) + "\n"
 
 
+def _positions(at) -> str:
+    """``[1, 1, 1]``; a seed whose batch lacks the reward shows ``-``."""
+    if not isinstance(at, list):
+        return str(at)
+    return "[" + ", ".join("-" if x is None else str(x) for x in at) + "]"
+
+
+def _keys(dicts) -> list:
+    """The keys of several dicts, each once, in first-seen order."""
+    return list(dict.fromkeys(k for d in dicts for k in d))
+
+
+def _mean_where(facts: list[dict], path: tuple) -> float:
+    """The mean over the seeds whose facts have ``path`` (a reward absent from a seed's batch,
+    as IFEval's per-constraint rewards can be, is not counted as 0)."""
+    vals = []
+    for f in facts:
+        for key in path:
+            f = f.get(key) if isinstance(f, dict) else None
+        if f is not None:
+            vals.append(f)
+    return sum(vals) / len(vals)
+
+
 def merged_facts(facts: list[dict]) -> dict:
-    """One batch's facts from several seeds' (counts summed, means averaged, times summed)."""
+    """One batch's facts from several seeds' (counts summed, means averaged over the seeds that
+    have them, times summed)."""
     if len(facts) == 1:
         return facts[0]
     n = len(facts)
+    controls = _keys(f.get("control_overlap", {}) for f in facts)
+    variants = _keys(f.get("top_position", {}) for f in facts)
     out = {"responses": sum(f["responses"] for f in facts),
            "prompts": sum(f["prompts"] for f in facts),
-           "rewards": facts[0]["rewards"],
-           "reward_means": {k: sum(f["reward_means"].get(k, 0.0) for f in facts) / n
-                            for k in facts[0]["reward_means"]},
+           "rewards": _keys(f["rewards"] for f in facts),
+           "reward_means": {k: _mean_where(facts, ("reward_means", k))
+                            for k in _keys(f["reward_means"] for f in facts)},
            "mean_response_tokens": sum(f["mean_response_tokens"] for f in facts) / n,
            "generate_s": sum(f["generate_s"] for f in facts),
-           "replay_s": {k: sum(f["replay_s"][k] for f in facts) for k in facts[0]["replay_s"]},
-           "control_overlap": {c: {r: sum(f["control_overlap"][c][r] for f in facts) / n
-                                   for r in facts[0]["control_overlap"][c]}
-                               for c in facts[0].get("control_overlap", {})},
-           "top_position": {v: {r: {"position": [f["top_position"][v][r]["position"]
-                                                   for f in facts],
-                                      "share": sum(f["top_position"][v][r]["share"]
-                                                   for f in facts) / n}
-                                  for r in facts[0]["top_position"][v]}
-                              for v in facts[0].get("top_position", {})},
+           "replay_s": {k: sum(f["replay_s"].get(k, 0.0) for f in facts)
+                        for k in _keys(f["replay_s"] for f in facts)},
+           "control_overlap": {c: {r: _mean_where(facts, ("control_overlap", c, r))
+                                   for r in _keys(f.get("control_overlap", {}).get(c, {})
+                                                  for f in facts)}
+                               for c in controls},
+           "top_position": {v: {r: {"position": [
+               f.get("top_position", {}).get(v, {}).get(r, {}).get("position")
+               for f in facts],
+               "share": _mean_where(facts, ("top_position", v, r, "share"))}
+               for r in _keys(f.get("top_position", {}).get(v, {}) for f in facts)}
+               for v in variants},
            "per_seed": facts}
     return out
 
