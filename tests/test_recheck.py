@@ -21,7 +21,7 @@ def old(letter, bf16=True):
 
 
 def write_seed(path, config, seed, prov, reward=0.5, sha="ab" * 32, step_time=2.0,
-               predictions=True):
+               predictions=True, config_hash="c" * 16):
     atomic_write_jsonl(path.with_suffix(".train.jsonl"),
                        [{"step": 1, "reward/format": reward, "time/step": step_time},
                         {"step": 2, "reward/format": reward + 0.25, "time/step": step_time}])
@@ -36,7 +36,7 @@ def write_seed(path, config, seed, prov, reward=0.5, sha="ab" * 32, step_time=2.
                              "num_eval_items": 2, "wall_seconds": 10.0 * step_time,
                              "train": {"steps": 2, "final_param_sha256": sha,
                                        "time/step/mean": step_time},
-                             "config": config.to_dict(), "config_hash": "c" * 16,
+                             "config": config.to_dict(), "config_hash": config_hash,
                              "data": {"eval": "e", "train": "t"}, "versions": {},
                              "git_commit": prov["commit"], "provenance": prov})
 
@@ -55,16 +55,19 @@ def table3(tmp_path, monkeypatch):
         for s in job.seeds:
             prov = stamps[s] if job.row.label == "MRTPO" else dict(HERE)
             write_seed(result_path(job.seed_config(s)), job.seed_config(s), s, prov)
-    rerun = {"reward": 0.5, "sha": "ab" * 32, "calls": [], "predictions": True}
+    rerun = {"reward": 0.5, "sha": "ab" * 32, "calls": [], "predictions": True, "lr": None}
 
     def fake_run_seeds(config, seeds, log=print, force=False):
         assert force and config.results_dir.endswith("/checks/recheck/" + "f" * 16)
         for s in seeds:
             c = replace(config, seed=s)
             rerun["calls"].append(c)
-            write_seed(result_path(c), c, s, dict(HERE), rerun["reward"], rerun["sha"],
+            written = c if rerun["lr"] is None else replace(c, training=replace(
+                c.training, lr=rerun["lr"]))
+            write_seed(result_path(c), written, s, dict(HERE), rerun["reward"], rerun["sha"],
                        step_time=3.5,  # other times: they are never compared
-                       predictions=rerun["predictions"])
+                       predictions=rerun["predictions"],
+                       config_hash="d" * 16)  # a hash over fields old code did not know
         return []
 
     import harness.launch
@@ -122,6 +125,14 @@ def test_other_final_parameters_alone_are_a_difference(table3, tmp_path):
     (o,) = recheck.recheck(_plan(tmp_path), str(tmp_path), log=lambda *_: None)
     assert o.restamped == [] and o.differences == [
         f"train final_param_sha256: stored \"{'ab' * 32}\", rerun \"{'cd' * 32}\""]
+
+
+def test_other_settings_are_a_difference(table3, tmp_path):
+    _, rerun = table3
+    rerun["lr"] = 3e-5
+    (o,) = recheck.recheck(_plan(tmp_path), str(tmp_path), log=lambda *_: None)
+    assert o.restamped == [] and len(o.differences) == 1
+    assert o.differences == ["settings lr: stored 1e-05, rerun 3e-05"]
 
 
 def test_predictions_written_by_one_run_only_are_a_difference(table3, tmp_path):

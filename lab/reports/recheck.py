@@ -10,8 +10,8 @@ compares what the two runs computed:
 
 - the final parameters (the SHA-256 every run stores),
 - every step's logged metrics except wall-clock times (``time/*``),
-- the evaluation: the result's metrics, item count, data and settings hashes, and every
-  prediction line.
+- the evaluation: the result's metrics, item count and data hashes, and every prediction
+  line; and the settings, as this code reads both configs.
 
 When all are identical, this code computes what the old code did on the cell's settings, so
 each seed of the cell made by that same old code is re-stamped: its provenance's fingerprint
@@ -84,6 +84,11 @@ def _untimed(d: dict) -> dict:
 
 
 def _differ(where: str, a, b, out: list[str]) -> None:
+    """Append what differs between a and b (dicts key by key)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            _differ(f"{where} {key}", a.get(key), b.get(key), out)
+        return
     if a != b:
         out.append(f"{where}: stored {json.dumps(a, sort_keys=True)[:120]}, rerun "
                    f"{json.dumps(b, sort_keys=True)[:120]}")
@@ -92,11 +97,16 @@ def _differ(where: str, a, b, out: list[str]) -> None:
 def compare(stored: Path, rerun: Path) -> tuple[list[str], dict]:
     """(differences, what was compared) between two results of one seed and their per-step
     logs and predictions (``seed<k>.json`` paths); [] when everything but the times agrees."""
-    from harness.results import load_result
+    from harness.config import RunConfig
+    from harness.results import identity, load_result
 
     a, b = load_result(stored), load_result(rerun)
     out: list[str] = []
-    for key in ("config_hash", "data", "num_eval_items", "metrics"):
+    # the settings as this code reads both (a stored hash was computed over the fields its
+    # code knew; a field added since reads as what its absence meant)
+    _differ("settings", identity(RunConfig.from_dict(a["config"])),
+            identity(RunConfig.from_dict(b["config"])), out)
+    for key in ("data", "num_eval_items", "metrics"):
         _differ(key, a.get(key), b.get(key), out)
     ta, tb = _untimed(a.get("train", {})), _untimed(b.get("train", {}))
     if not ta.get("final_param_sha256"):
@@ -211,7 +221,11 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
                 "from": {"fingerprint": old, "commit": provenance.of_result(stored)["commit"]},
                 "to": {"fingerprint": here["fingerprint"], "commit": here["commit"],
                        "dirty": here["dirty"]},
-                "machine": here["machine"], "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                # an inferred record knows only bf16 kernels or not: the two runs may still
+                # have used different kernels (AMX or not), which a difference can come from
+                "machine": here["machine"],
+                "stored_machine": provenance.of_result(stored).get("machine"),
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "compared": compared, "identical": not differences,
                 "differences": differences,
                 "restamped": [] if differences else [job.seed_run(s).result.as_posix()
