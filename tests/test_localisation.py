@@ -30,6 +30,10 @@ def test_interval_is_scipys_bootstrap_of_the_mean():
     from lab.bench.localisation_report import verdict
 
     assert verdict(low, high).startswith("localised")
+    from lab.bench.localisation_report import near_one
+
+    assert (near_one(1.0031), near_one(0.9962), near_one(1.0), near_one(1.2349)) == (
+        "1.003", "0.996", "1.00", "1.23")
     assert verdict(0.9, 1.2).startswith("not distinguishable")
     assert verdict(0.5, 0.8).startswith("avoided")
 

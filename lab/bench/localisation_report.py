@@ -28,6 +28,13 @@ def verdict(low: float, high: float) -> str:
     return "not distinguishable from uniform (interval covers 1)"
 
 
+def near_one(x: float) -> str:
+    """A bound to 2 decimals, or 3 where 2 would print 1.00 for a bound that is not 1 (so a
+    verdict decided by the unrounded bound never reads as contradicting its interval)."""
+    two = f"{x:.2f}"
+    return f"{x:.3f}" if two == "1.00" and x != 1.0 else two
+
+
 def cell(s: dict, signed: bool = False) -> str:
     """``mean [low, high] (n=...)``, or the mean and why it has no interval."""
     f = "{:+.2f}" if signed else "{:.2f}"
@@ -124,7 +131,7 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
         for key in ratios:
             s = results[first][key]
             lines.append(f"- {key.rsplit('/', 1)[0]}: {verdict(s['low'], s['high'])}, "
-                         f"{s['mean']:.2f} [{s['low']:.2f}, {s['high']:.2f}]")
+                         f"{s['mean']:.2f} [{near_one(s['low'])}, {near_one(s['high'])}]")
     return "\n".join(lines) + "\n"
 
 
