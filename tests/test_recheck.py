@@ -73,6 +73,10 @@ def table3(tmp_path, monkeypatch):
     import harness.launch
     import harness.preflight
 
+    # never the project's own warm-start cache: set_aside_other_warm_start is tested below
+    monkeypatch.setattr(recheck, "set_aside_other_warm_start",
+                        lambda config, fingerprint, log: rerun["set_aside"].append(config))
+    rerun["set_aside"] = []
     monkeypatch.setattr(harness.launch, "run_seeds", fake_run_seeds)
     monkeypatch.setattr(harness.preflight, "problems", lambda run: [])
     return tmp_path, rerun
@@ -87,6 +91,7 @@ def test_an_identical_rerun_restamps_the_seeds_of_the_same_old_code(table3):
     outcomes = recheck.recheck(_plan(tmp_path), str(tmp_path), log=lambda *_: None)
     assert [(o.job.row.label, o.seed, o.restamped) for o in outcomes] == [("MRTPO", 0, [0, 1])]
     assert len(rerun["calls"]) == 1 and rerun["calls"][0].seed == 0
+    assert rerun["set_aside"] == [rerun["calls"][0]]  # before the rerun, for its settings
     job = next(j for j in _plan(tmp_path).jobs if j.row.label == "MRTPO")
     for s in (0, 1):
         prov = load_result(job.seed_run(s).result)["provenance"]
@@ -180,3 +185,26 @@ def test_the_command_line_checks_then_renders_from_the_restamped_seeds(table3, c
     mrtpo = [x for x in out.splitlines() if x.startswith("  bfcl") and " MRTPO " in x]
     assert "stale" in mrtpo[0] and "stale" not in mrtpo[-1]
     assert "Code: one version" in (tmp_path / "tables" / "table3.md").read_text()
+
+
+def test_a_warm_start_cached_by_other_code_is_moved_aside_not_deleted(tmp_path):
+    """The rerun must not reuse a warm start another version trained (it would feed the new
+    code the old code's model); one this code trained is kept."""
+    from harness.config import resolve
+    from harness.warmstart import cache
+
+    config = resolve("smoke-learn", {"task": "bfcl"})
+    folder = cache.warm_start_folder(config, tmp_path)
+    folder.mkdir(parents=True)
+    (folder / cache.MARKER).write_text(json.dumps({"history": []}))  # no provenance: old
+    said = []
+    recheck.set_aside_other_warm_start(config, "f" * 16, said.append, cache_dir=tmp_path)
+    aside = folder.with_name(folder.name + ".other-code-1")
+    assert not folder.exists() and (aside / cache.MARKER).is_file() and "moved" in said[0]
+    folder.mkdir()
+    (folder / cache.MARKER).write_text(json.dumps({"provenance": {"fingerprint": "f" * 16}}))
+    recheck.set_aside_other_warm_start(config, "f" * 16, said.append, cache_dir=tmp_path)
+    assert folder.is_dir() and len(said) == 1  # this code's: kept
+    (folder / cache.MARKER).write_text(json.dumps({"provenance": {"fingerprint": "e" * 16}}))
+    recheck.set_aside_other_warm_start(config, "f" * 16, said.append, cache_dir=tmp_path)
+    assert folder.with_name(folder.name + ".other-code-2").is_dir() and not folder.exists()

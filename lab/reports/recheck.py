@@ -155,12 +155,15 @@ def restamp(path: Path, new: dict, record: Path, checked_seed: int) -> None:
     atomic_write_json(path, data)
 
 
-def _set_aside_other_warm_start(config, fingerprint: str, log) -> None:
+def set_aside_other_warm_start(config, fingerprint: str, log, cache_dir=None) -> None:
+    """Move a warm start the run would reuse aside when other code trained it (or one cached
+    before warm starts recorded their code), so this code trains its own."""
+    from harness.assets import CACHE_DIR
     from harness.warmstart import cache
 
     if not config.warmstart.warm_start:
         return
-    folder = cache.warm_start_folder(config)
+    folder = cache.warm_start_folder(config, cache_dir or CACHE_DIR)
     if cache.is_complete(folder) and cache.made_by(folder) != fingerprint:
         n = 1
         while folder.with_name(f"{folder.name}.other-code-{n}").exists():
@@ -207,7 +210,7 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
         rerun_path = SeedRun.of(replace(job.config, seed=seed, results_dir=str(scratch))).result
         if pending_seeds(config, [seed]):
             raise_if(problems(of_config(config, [seed], force=True)))
-            _set_aside_other_warm_start(config, here["fingerprint"], log)
+            set_aside_other_warm_start(config, here["fingerprint"], log)
             log(f"recheck {job.task} {job.row.label} seed {seed}: rerunning it on this code "
                 f"into {scratch}")
             run_seeds(config, [seed], force=True)
