@@ -211,4 +211,11 @@ def test_seeds_with_different_rewards_merge_over_the_seeds_that_have_each():
     assert top["c7"]["position"] == [None, 3] and top["c7"]["share"] == pytest.approx(0.2)
     assert top["c0"]["share"] == pytest.approx(0.3)
     assert _positions(top["c7"]["position"]) == "[-, 3]"
+    # a seed whose reward has no profile (NaN share) does not make the mean NaN
+    nan = float("nan")
+    one, two = facts(["c0"], {"c0": 0.5}, nan), facts(["c0"], {"c0": 0.5}, 0.3)
+    one["top_position"]["mrtpo"]["c0"]["position"] = None
+    assert merged_facts([one, two])["top_position"]["mrtpo"]["c0"]["share"] == \
+        pytest.approx(0.3)
+    assert math.isnan(merged_facts([one, one])["top_position"]["mrtpo"]["c0"]["share"])
     assert _positions([1, 1, 1]) == str([1, 1, 1])  # the committed reports' spelling

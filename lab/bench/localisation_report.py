@@ -114,9 +114,10 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
                   ""]
         for spec, by_reward in tops.items():
             if parse_variant(spec)[2] in ("", "position") or spec == specs[0]:
+                # a reward with no profile in any batch (no within-group signal) has no peak
                 lines.append(f"- {spec}: " + "; ".join(
                     f"{r} at {_positions(t['position'])} on {t['share']:.2f}"
-                    for r, t in by_reward.items()))
+                    for r, t in by_reward.items() if not math.isnan(t["share"])))
     with_seeds = [(k, v) for k, v in results[specs[0]].items()
                   if len(v.get("seed_means", {})) > 1 and k.endswith("/span_ratio")]
     if with_seeds:
@@ -149,14 +150,15 @@ def _keys(dicts) -> list:
 
 def _mean_where(facts: list[dict], path: tuple) -> float:
     """The mean over the seeds whose facts have ``path`` (a reward absent from a seed's batch,
-    as IFEval's per-constraint rewards can be, is not counted as 0)."""
+    as IFEval's per-constraint rewards can be, or without a value there, NaN, is not counted
+    as 0); NaN when no seed has it."""
     vals = []
     for f in facts:
         for key in path:
             f = f.get(key) if isinstance(f, dict) else None
-        if f is not None:
+        if f is not None and not (isinstance(f, float) and math.isnan(f)):
             vals.append(f)
-    return sum(vals) / len(vals)
+    return sum(vals) / len(vals) if vals else float("nan")
 
 
 def merged_facts(facts: list[dict]) -> dict:
