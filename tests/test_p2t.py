@@ -431,21 +431,28 @@ def test_each_context_mode_puts_with_and_without_the_right_way_round(tiny, mode)
         assert infl[0, k, last].item() == pytest.approx(target, rel=1e-3, abs=1e-6)
 
 
+def _one_response(model, tok, n: int, seed: int):
+    """A context over one random response of ``n`` tokens to ``_example()``, its leave-one-out
+    pair for reward "a" (full, without) and the response as a list."""
+    from methods.contexts import replay_messages
+
+    ex = _example()
+    response = torch.randint(5, len(tok) - 1, (n,), generator=torch.Generator().manual_seed(seed))
+    ids = response[None]
+    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["a", "b"])
+    return (ctx, replay_messages(ex, {"a", "b"}), replay_messages(ex, {"b"}),
+            response.tolist())
+
+
 def test_bench_p2t_exact_against_plain_forwards(tiny):
     """bench p2t-exact's exact influence is R(y) - R(y with y_t -> pad) by plain forwards, and
     its target term is P2T's own (so the input role it reports is I - target)."""
     from lab.bench.p2t_exact import agreement, exact_influence
-    from methods.contexts import replay_messages
 
     model, tok = tiny
-    ex = _example()
-    response = torch.randint(5, len(tok) - 1, (6,), generator=torch.Generator().manual_seed(8))
-    ids = response[None]
-    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["a", "b"])
-    full, without = replay_messages(ex, {"a", "b"}), replay_messages(ex, {"b"})
+    ctx, full, without, resp = _one_response(model, tok, 6, seed=8)
     pad = tok.pad_token_id
     exact, target = exact_influence(ctx, 0, (full, without), pad)
-    resp = response.tolist()
     lw, rw = _reference_ll(model, tok, full, resp)
     lo, ro = _reference_ll(model, tok, without, resp)
     for t in range(6):
@@ -465,21 +472,15 @@ def test_bench_p2t_exact_mean_null_against_plain_forwards(tiny):
     inputs untouched) and scores the null there by ``mean_v log p(v)``, as P2T's target does;
     checked against whole-sequence forwards with the embedding swapped in."""
     from lab.bench.p2t_exact import exact_influence
-    from methods.contexts import replay_messages
     from methods.p2t.null import null_distribution, null_embedding
 
     model, tok = tiny
-    ex = _example()
-    response = torch.randint(5, len(tok) - 1, (5,), generator=torch.Generator().manual_seed(3))
-    ids = response[None]
-    ctx = PolicyContext.of(model, tok, [ex], ids, torch.ones_like(ids), ["a", "b"])
-    full, without = replay_messages(ex, {"a", "b"}), replay_messages(ex, {"b"})
+    ctx, full, without, resp = _one_response(model, tok, 5, seed=3)
     embed = model.get_input_embeddings()
     q = null_distribution("mean", embed.num_embeddings, tok)
     e_mean = null_embedding(embed, q)
     assert torch.allclose(e_mean, embed.weight.mean(0), atol=1e-6)
     exact, target = exact_influence(ctx, 0, (full, without), (q, e_mean))
-    resp = response.tolist()
     lw, rw = _reference_ll(model, tok, full, resp)
     lo, ro = _reference_ll(model, tok, without, resp)
     for t in range(5):

@@ -148,16 +148,19 @@ def _keys(dicts) -> list:
     return list(dict.fromkeys(k for d in dicts for k in d))
 
 
+def _at(d, path: tuple):
+    """``d[path[0]][path[1]]...``, or None where a key is missing."""
+    for key in path:
+        d = d.get(key) if isinstance(d, dict) else None
+    return d
+
+
 def _mean_where(facts: list[dict], path: tuple) -> float:
     """The mean over the seeds whose facts have ``path`` (a reward absent from a seed's batch,
     as IFEval's per-constraint rewards can be, or without a value there, NaN, is not counted
     as 0); NaN when no seed has it."""
-    vals = []
-    for f in facts:
-        for key in path:
-            f = f.get(key) if isinstance(f, dict) else None
-        if f is not None and not (isinstance(f, float) and math.isnan(f)):
-            vals.append(f)
+    vals = [v for v in (_at(f, path) for f in facts)
+            if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return sum(vals) / len(vals) if vals else float("nan")
 
 
@@ -179,15 +182,16 @@ def merged_facts(facts: list[dict]) -> dict:
            "replay_s": {k: sum(f["replay_s"].get(k, 0.0) for f in facts)
                         for k in _keys(f["replay_s"] for f in facts)},
            "control_overlap": {c: {r: _mean_where(facts, ("control_overlap", c, r))
-                                   for r in _keys(f.get("control_overlap", {}).get(c, {})
+                                   for r in _keys(_at(f, ("control_overlap", c)) or {}
                                                   for f in facts)}
                                for c in controls},
-           "top_position": {v: {r: {"position": [
-               f.get("top_position", {}).get(v, {}).get(r, {}).get("position")
-               for f in facts],
-               "share": _mean_where(facts, ("top_position", v, r, "share"))}
-               for r in _keys(f.get("top_position", {}).get(v, {}) for f in facts)}
-               for v in variants},
+           "top_position": {v: {r: {"position": [_at(f, ("top_position", v, r, "position"))
+                                                 for f in facts],
+                                    "share": _mean_where(facts, ("top_position", v, r,
+                                                                 "share"))}
+                                for r in _keys(_at(f, ("top_position", v)) or {}
+                                               for f in facts)}
+                            for v in variants},
            "per_seed": facts}
     return out
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
 NULLS = ("pad", "unk", "mean")
@@ -93,7 +93,7 @@ def exact_influence(ctx, row: int, contexts: tuple, null) -> tuple:
         sentinel = ctx.embeddings().num_embeddings
         entered = _as_embedding(model, sentinel, e_null)
     else:
-        sentinel, entered = int(null), _no_hook()
+        sentinel, entered = int(null), nullcontext()
     replaced = ids.repeat(n, 1)
     replaced[torch.arange(n), torch.arange(n)] = sentinel
     exact, target = torch.zeros(n), torch.zeros(n)
@@ -109,11 +109,6 @@ def exact_influence(ctx, row: int, contexts: tuple, null) -> tuple:
                                   sentinel)
                 exact[s:s + len(part)] += sign[c] * (ll[0] - part)
     return exact, target
-
-
-@contextmanager
-def _no_hook():
-    yield
 
 
 def _padded(q, logp):

@@ -164,19 +164,26 @@ def set_aside_other_warm_start(config, fingerprint: str, log, cache_dir=None) ->
     if not config.warmstart.warm_start:
         return
     folder = cache.warm_start_folder(config, cache_dir or CACHE_DIR)
-    if cache.is_complete(folder) and cache.made_by(folder) != fingerprint:
+    if not cache.is_complete(folder):
+        return
+    made = cache.made_by(folder)
+    if made != fingerprint:
         n = 1
-        while folder.with_name(f"{folder.name}.other-code-{n}").exists():
+        while (aside := folder.with_name(f"{folder.name}.other-code-{n}")).exists():
             n += 1
-        aside = folder.with_name(f"{folder.name}.other-code-{n}")
         folder.rename(aside)
-        log(f"warm start {folder.name} was cached by other code "
-            f"({cache.made_by(aside) or 'not recorded'}): moved to {aside.name}; this code "
-            "trains its own")
+        log(f"warm start {folder.name} was cached by other code ({made or 'not recorded'}): "
+            f"moved to {aside.name}; this code trains its own")
 
 
 def scratch_dir(results_dir: str, fingerprint: str) -> Path:
     return Path(results_dir) / "checks" / "recheck" / fingerprint
+
+
+def planned_checks(plan: Plan) -> list[tuple[Job, int]]:
+    """What --recheck would rerun: each cell with stale seeds, its lowest."""
+    return [(j, min(s for s in j.stale if s in j.stored)) for j in plan.jobs
+            if not j.blocked and any(s in j.stored for s in j.stale)]
 
 
 def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
@@ -186,19 +193,18 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
     from harness.config import RunConfig
     from harness.launch import pending_seeds, run_seeds
     from harness.preflight import raise_if, problems
+    from harness.results import atomic_write_json
     from harness.run import of_config
     from harness.seedrun import SeedRun
 
     here = provenance.current()
     scratch = scratch_dir(results_dir, here["fingerprint"])
     outcomes = []
-    for job in plan.jobs:
+    for job, seed in planned_checks(plan):
         stale = [s for s in job.stale if s in job.stored]
-        if not stale or job.blocked:
-            continue
-        seed = min(stale)
         stored_path = job.seed_run(seed).result
         stored = plan.result(job, seed)
+        made_by = provenance.of_result(stored)
         skip = machine_problem(stored, here["machine"])
         if skip:
             outcomes.append(Outcome(job, seed, skipped=skip))
@@ -215,26 +221,24 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
                 f"into {scratch}")
             run_seeds(config, [seed], force=True)
         differences, compared = compare(stored_path, rerun_path)
-        old = provenance.of_result(stored)["fingerprint"]
+        old = made_by["fingerprint"]
         same = [s for s in stale if provenance.of_result(plan.result(job, s))["fingerprint"]
                 == old and not machine_problem(plan.result(job, s), here["machine"])]
         record = rerun_path.with_suffix(RECORD_SUFFIX)
         body = {"checked": {"stored": stored_path.as_posix(), "rerun": rerun_path.as_posix(),
                             "seed": seed},
-                "from": {"fingerprint": old, "commit": provenance.of_result(stored)["commit"]},
+                "from": {"fingerprint": old, "commit": made_by["commit"]},
                 "to": {"fingerprint": here["fingerprint"], "commit": here["commit"],
                        "dirty": here["dirty"]},
                 # an inferred record knows only bf16 kernels or not: the two runs may still
                 # have used different kernels (AMX or not), which a difference can come from
                 "machine": here["machine"],
-                "stored_machine": provenance.of_result(stored).get("machine"),
+                "stored_machine": made_by.get("machine"),
                 "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "compared": compared, "identical": not differences,
                 "differences": differences,
                 "restamped": [] if differences else [job.seed_run(s).result.as_posix()
                                                      for s in same]}
-        from harness.results import atomic_write_json
-
         atomic_write_json(record, body)
         out = Outcome(job, seed, record, differences)
         if not differences and not here["dirty"]:
@@ -265,12 +269,6 @@ def summary(outcomes: list[Outcome]) -> str:
     return "\n".join(lines) or "  nothing to recheck: no stored seed of other code"
 
 
-def planned_checks(plan: Plan) -> list[tuple[Job, int]]:
-    """What --recheck would rerun: each cell with stale seeds, its lowest."""
-    return [(j, min(s for s in j.stale if s in j.stored)) for j in plan.jobs
-            if not j.blocked and any(s in j.stored for s in j.stale)]
-
-
 def dry_run(plan: Plan, results_dir: str) -> str:
     """What --recheck would do, and its estimated time (one seed per cell)."""
     from harness import provenance
@@ -278,16 +276,16 @@ def dry_run(plan: Plan, results_dir: str) -> str:
 
     here = provenance.machine()
     costs = stored_costs(results_dir)
-    lines, total = [], 0.0
+    lines, total, cells = [], 0.0, 0
     for job, seed in planned_checks(plan):
         skip = machine_problem(plan.result(job, seed), here)
         if skip:
             lines.append(f"  recheck {job.task:<12} {job.row.label:<14} not here: {skip}")
             continue
         one = estimate_run(job.seed_config(seed), costs) or 0.0
-        total += one
+        total, cells = total + one, cells + 1
         lines.append(f"  recheck {job.task:<12} {job.row.label:<14} seed {seed} "
                      f"(about {one / 60:.0f} min)")
-    head = f"  {sum(1 for x in lines if ' seed ' in x)} cell(s) to recheck, about " \
+    head = f"  {cells} cell(s) to recheck, about " \
            f"{total / 60:.0f} min (trainings shared between benchmarks run once)"
     return "\n".join(lines + [head]) if lines else "  nothing to recheck"
