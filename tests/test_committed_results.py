@@ -67,3 +67,52 @@ def test_every_render_says_which_machines_made_its_seeds():
     for row in ("joint replay", "shuffled pos."):
         assert f"† {row} / spider-mini: seeds 0, 1, 2 of this row and the reference were " \
                "made on different machines" in table5
+
+
+# The settings a run's first rollout depends on: the same policy (model, warm start), the same
+# prompts (task, its data, the batch) sampled the same way (engine, sampling, seed) by the same
+# code on the same kind of machine. Everything else (the method and its options, the learning
+# rate, the steps) acts only after it, so seeds that share these must have drawn it alike.
+FIRST_ROLLOUT = ("model", "rollout", "warmstart", "seed")
+FIRST_ROLLOUT_TASK = ("task", "train_data", "data_dir")
+FIRST_ROLLOUT_TRAINING = ("workers", "cpus_per_worker")
+
+
+def _first_rollout_key(stored: dict) -> str:
+    import json
+    config = stored["config"]
+    # .get: seeds stored under an older config layout group apart, not fail
+    key = {name: config.get(name) for name in FIRST_ROLLOUT}
+    key["task"] = {k: config.get("task", {}).get(k) for k in FIRST_ROLLOUT_TASK}
+    key["training"] = {k: config.get("training", {}).get(k) for k in FIRST_ROLLOUT_TRAINING}
+    provenance = stored.get("provenance", {})
+    key["code"] = provenance.get("fingerprint", stored.get("git_commit"))
+    key["machine"] = provenance.get("machine")
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def test_seeds_that_share_a_first_rollout_drew_it_alike():
+    """Every committed seed's first training step (its response length and mean rewards) is
+    the same as that of every other seed with the same first-rollout settings: a seed made
+    under conditions that changed its sampling, which a re-render cannot see, fails here."""
+    import json
+    import math
+    groups: dict[str, dict[tuple, list[str]]] = {}
+    for path in sorted((ROOT / "results").glob("*/*/*/*/seed*.json")):
+        if not path.name[4:-5].isdigit():
+            continue  # seed<k>.recheck.json and other records
+        train = path.with_name(path.stem + ".train.jsonl")
+        lines = train.read_text(encoding="utf-8").splitlines() if train.exists() else []
+        if not lines:
+            continue  # evaluation-only seeds (a Base row) draw no rollout
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        first = json.loads(lines[0])
+        drawn = tuple(sorted((k, None if math.isnan(v) else round(v, 6))
+                             for k, v in first.items()
+                             if k == "response_length" or k.startswith("reward/")))
+        group = groups.setdefault(_first_rollout_key(stored), {})
+        group.setdefault(drawn, []).append(str(path.relative_to(ROOT)))
+    shared = [g for g in groups.values() if sum(map(len, g.values())) > 1]
+    assert len(shared) >= 9  # IFEval, IFBench, spider-mini, BFCL at 3 seeds each, at least
+    split = [sorted(g.values()) for g in shared if len(g) > 1]
+    assert not split, f"seeds with the same first-rollout settings drew different first rollouts: {split}"
