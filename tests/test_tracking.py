@@ -126,10 +126,13 @@ def test_figure_curves_read_the_evaluations_during_training():
              {"step": 4}],
             [{"step": 1, "eval/acc": 20.0}, {"step": 2}, {"step": 3, "eval/acc": 50.0},
              {"step": 4}]]
-    steps, stats = figures.over_training(logs, "acc", [60.0, 80.0], 4)
+    steps, values = figures.over_training(logs, "acc", [60.0, 80.0], 4)
     assert steps == [1, 3, 4]
-    assert [m for m, _ in stats] == [15.0, 40.0, 70.0]
-    assert [round(sd, 4) for _, sd in stats] == [7.0711, 14.1421, 14.1421]
+    assert values == [[10.0, 20.0], [30.0, 50.0], [60.0, 80.0]]
+    # the band: the seeds' range where the spec says so (never below the lowest seed), else std
+    assert figures.mean_band([0.0, 10.0, 0.0], "range") == (10 / 3, 0.0, 10.0)
+    mean, lo, hi = figures.mean_band([0.0, 10.0, 0.0], "iqr")
+    assert (round(lo, 4), round(hi, 4)) == (round(10 / 3 - 5.7735, 4), round(10 / 3 + 5.7735, 4))
     assert figures.over_training([[{"step": 1}]], "acc", [1.0], 1) is None  # final bars only
 
 

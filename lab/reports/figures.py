@@ -78,17 +78,26 @@ def save(fig, out_dir: Path, name: str) -> list[Path]:
 
 
 def over_training(logs: Sequence[list[dict]], metric: str, final: Sequence[float],
-                  last_step: int) -> tuple[list[int], list[tuple[float, float]]] | None:
+                  last_step: int) -> tuple[list[int], list[list[float]]] | None:
     """A benchmark metric over training: the steps where every seed was evaluated during
     training (``eval/<metric>`` in its log rows, ``--eval-every``) and then ``last_step`` with
-    the ``final`` evaluation's values; per step the (mean, sample std) over seeds. None when
-    the seeds were not evaluated during training."""
-    from lab.reports.aggregate import mean_std
-
+    the ``final`` evaluation's values; per step the seeds' values. None when the seeds were not
+    evaluated during training."""
     steps, during = series(logs, f"eval/{metric}")
     if not steps or not final:
         return None
-    return [*steps, last_step], [mean_std(v) for v in during] + [mean_std(list(final))]
+    return [*steps, last_step], [*during, list(final)]
+
+
+def mean_band(values: Sequence[float], band: str) -> tuple[float, float, float]:
+    """The seeds' mean and the band drawn around it: the seeds' range with ``band = "range"``
+    (what a caption that says "bands span the seeds" promises: never past the values
+    themselves, so never below 0 % on an accuracy), else mean ± sample std."""
+    mean = sum(values) / len(values)
+    if band == "range":
+        return mean, min(values), max(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return mean, mean - sd, mean + sd
 
 
 SENSITIVITY_WINDOWS = (3, 5, 7)  # trailing-mean windows the steps-to-threshold order is read at
@@ -149,8 +158,8 @@ def sensitivity(logs: dict[str, dict[int, list[dict]]], key: str, value: float) 
 def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[list[Path], str]:
     """Training curves (median and interquartile band over seeds, or the seeds' range with
     ``band = "range"``), benchmark numbers over training where the seeds were evaluated during
-    it (``--eval-every``: mean over seeds, band = sample std, the last point the final
-    evaluation) or else after training (bars, error bars = sample std), and steps to the
+    it (``--eval-every``: mean over seeds, band = the seeds' range with ``band = "range"``, else
+    sample std, the last point the final evaluation) or else after training (bars, error bars = sample std), and steps to the
     threshold as survival data (Kaplan-Meier medians, each method against ``reference``, the
     spec's GDPO, by the log-rank test: ``lab.reports.survival``), and the order's sensitivity
     to the window and threshold.
@@ -172,7 +181,7 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     jobs = [j for j in plan.jobs if j.stored and not j.row.base]
     # panel -> metric -> method -> (mean, std) of the evaluation after training
     evaluated: dict[int, dict[str, dict[str, tuple[float, float]]]] = {}
-    # panel -> (label, steps, (mean, std) per step) from evaluations during training
+    # panel -> (label, steps, the seeds' values per step) from evaluations during training
     # (and the method's colour, the metric's line style: a method keeps its colour in every panel)
     during_curves: dict[int, list[tuple[str, list[int], list[tuple[float, float]], str, str]]] = {}
     for colour, job in enumerate(jobs):
@@ -208,15 +217,13 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
             logs_of[job.row.label] = dict(zip(job.stored, logs))
     n_curves = len(spec.raw.get("curves", ()))
     for p, panel in enumerate(spec.raw.get("evaluated", ())):
-        if p in during_curves:  # evaluated during training: mean over seeds, band +- std
+        if p in during_curves:  # evaluated during training: mean over seeds and its band
             ax = axes[n_curves + p]
-            for label, steps, stats, colour, style in during_curves[p]:
-                mean = [m for m, _ in stats]
-                sd = [0.0 if math.isnan(d) else d for _, d in stats]
+            for label, steps, values, colour, style in during_curves[p]:
+                mean, lo, hi = zip(*(mean_band(v, band) for v in values))
                 ax.plot(steps, mean, marker="o", markersize=3, label=label, color=colour,
                         linestyle=style)
-                ax.fill_between(steps, [m - d for m, d in zip(mean, sd)],
-                                [m + d for m, d in zip(mean, sd)], alpha=0.15, color=colour)
+                ax.fill_between(steps, lo, hi, alpha=0.15, color=colour)
             ax.set_title(panel["label"] + ", over training")
             ax.set_xlabel("training step")
             continue
