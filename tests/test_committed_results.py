@@ -1,5 +1,7 @@
 """The results committed under results/: every table and figure summary is what the committed
 seeds render to with today's report code, and each names the code version its seeds share."""
+import json
+import math
 import re
 from pathlib import Path
 
@@ -79,7 +81,6 @@ FIRST_ROLLOUT_TRAINING = ("workers", "cpus_per_worker")
 
 
 def _first_rollout_key(stored: dict) -> str:
-    import json
     config = stored["config"]
     # .get: seeds stored under an older config layout group apart, not fail
     key = {name: config.get(name) for name in FIRST_ROLLOUT}
@@ -95,8 +96,6 @@ def test_seeds_that_share_a_first_rollout_drew_it_alike():
     """Every committed seed's first training step (its response length and mean rewards) is
     the same as that of every other seed with the same first-rollout settings: a seed made
     under conditions that changed its sampling, which a re-render cannot see, fails here."""
-    import json
-    import math
     groups: dict[str, dict[tuple, list[str]]] = {}
     for path in sorted((ROOT / "results").glob("*/*/*/*/seed*.json")):
         if not path.name[4:-5].isdigit():

@@ -130,9 +130,11 @@ def test_figure_curves_read_the_evaluations_during_training():
     assert steps == [1, 3, 4]
     assert values == [[10.0, 20.0], [30.0, 50.0], [60.0, 80.0]]
     # the band: the seeds' range where the spec says so (never below the lowest seed), else std
-    assert figures.mean_band([0.0, 10.0, 0.0], "range") == (10 / 3, 0.0, 10.0)
-    mean, lo, hi = figures.mean_band([0.0, 10.0, 0.0], "iqr")
+    assert figures.band_of([0.0, 10.0, 0.0], "range") == (10 / 3, 0.0, 10.0)
+    mean, lo, hi = figures.band_of([0.0, 10.0, 0.0], "std")
     assert (round(lo, 4), round(hi, 4)) == (round(10 / 3 - 5.7735, 4), round(10 / 3 + 5.7735, 4))
+    assert figures.band_of([5.0], "std") == (5.0, 5.0, 5.0)  # one seed: no band, not NaN
+    assert figures.band_of([0.0, 10.0, 20.0, 30.0], "iqr") == (15.0, 7.5, 22.5)
     assert figures.over_training([[{"step": 1}]], "acc", [1.0], 1) is None  # final bars only
 
 

@@ -89,14 +89,19 @@ def over_training(logs: Sequence[list[dict]], metric: str, final: Sequence[float
     return [*steps, last_step], [*during, list(final)]
 
 
-def mean_band(values: Sequence[float], band: str) -> tuple[float, float, float]:
-    """The seeds' mean and the band drawn around it: the seeds' range with ``band = "range"``
-    (what a caption that says "bands span the seeds" promises: never past the values
-    themselves, so never below 0 % on an accuracy), else mean ± sample std."""
-    mean = sum(values) / len(values)
+def band_of(values: Sequence[float], band: str) -> tuple[float, float, float]:
+    """The seeds' centre line and the band drawn around it, (mid, low, high): ``"iqr"`` the
+    median and interquartile range, ``"range"`` the mean and the seeds' range (what a caption
+    that says "bands span the seeds" promises: never past the values themselves, so never below
+    0 % on an accuracy), ``"std"`` the mean ± sample std (0 for one seed)."""
+    if band == "iqr":
+        return statistics.median(values), quantile(values, 0.25), quantile(values, 0.75)
+    from lab.reports.aggregate import mean_std
+
+    mean, sd = mean_std(values)
     if band == "range":
         return mean, min(values), max(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    sd = 0.0 if math.isnan(sd) else sd
     return mean, mean - sd, mean + sd
 
 
@@ -158,9 +163,9 @@ def sensitivity(logs: dict[str, dict[int, list[dict]]], key: str, value: float) 
 def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[list[Path], str]:
     """Training curves (median and interquartile band over seeds, or the seeds' range with
     ``band = "range"``), benchmark numbers over training where the seeds were evaluated during
-    it (``--eval-every``: mean over seeds, band = the seeds' range with ``band = "range"``, else
-    sample std, the last point the final evaluation) or else after training (bars, error bars = sample std), and steps to the
-    threshold as survival data (Kaplan-Meier medians, each method against ``reference``, the
+    it (``--eval-every``: mean over seeds, band = the seeds' range with ``band = "range"``,
+    else sample std, the last point the final evaluation) or else after training (bars, error
+    bars = sample std), and steps to the threshold as survival data (Kaplan-Meier medians, each method against ``reference``, the
     spec's GDPO, by the log-rank test: ``lab.reports.survival``), and the order's sensitivity
     to the window and threshold.
     Returns the files and a Markdown summary."""
@@ -183,15 +188,13 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     evaluated: dict[int, dict[str, dict[str, tuple[float, float]]]] = {}
     # panel -> (label, steps, the seeds' values per step) from evaluations during training
     # (and the method's colour, the metric's line style: a method keeps its colour in every panel)
-    during_curves: dict[int, list[tuple[str, list[int], list[tuple[float, float]], str, str]]] = {}
+    during_curves: dict[int, list[tuple[str, list[int], list[list[float]], str, str]]] = {}
     for colour, job in enumerate(jobs):
         logs = [train_log(job, s) for s in job.stored]
         label = f"{job.row.label} (n={len(logs)})"
         for ax, panel in zip(axes, spec.raw.get("curves", ())):
             steps, vals = series(logs, panel["key"])
-            mid = [statistics.median(v) if band == "iqr" else sum(v) / len(v) for v in vals]
-            lo = [quantile(v, 0.25) if band == "iqr" else min(v) for v in vals]
-            hi = [quantile(v, 0.75) if band == "iqr" else max(v) for v in vals]
+            mid, lo, hi = zip(*(band_of(v, band) for v in vals)) if vals else ((), (), ())
             ax.plot(steps, mid, label=label, color=f"C{colour}")
             ax.fill_between(steps, lo, hi, alpha=0.2, color=f"C{colour}")
             ax.set_title(panel["label"])
@@ -220,7 +223,10 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
         if p in during_curves:  # evaluated during training: mean over seeds and its band
             ax = axes[n_curves + p]
             for label, steps, values, colour, style in during_curves[p]:
-                mean, lo, hi = zip(*(mean_band(v, band) for v in values))
+                # the seeds' range where the spec asks for it; a median would hide the mean
+                # the benchmark tables report, so otherwise mean ± std
+                mean, lo, hi = zip(*(band_of(v, band if band == "range" else "std")
+                                     for v in values))
                 ax.plot(steps, mean, marker="o", markersize=3, label=label, color=colour,
                         linestyle=style)
                 ax.fill_between(steps, lo, hi, alpha=0.15, color=colour)
