@@ -317,7 +317,13 @@ def test_figure6_reads_the_stored_replay_diagnostics(tmp_path):
     for job in fplan.jobs:
         log = [{"step": t, "diag/format/top1": 0.2, "diag/format/top5": 0.4,
                 "diag/format/top10": 0.6, "diag/format/part/tags": 0.7 + 0.1 * (t - 1),
-                "diag/format/part/answer": 0.1} for t in (1, 2)]
+                "diag/format/part/answer": 0.1,
+                # a span-only diagnostic (no shares to draw), and a reward replayed at step 2
+                # only (no group had its signal at step 1)
+                "diag/execution:diff/span_ratio": 2.0,
+                **({"diag/execution/top1": 0.3, "diag/execution/top5": 0.5,
+                    "diag/execution/top10": 0.7, "diag/execution/part/answer": 0.9}
+                   if t == 2 else {})} for t in (1, 2)]
         store(job, 0, {"spider-mini": 1.0, "non_live_overall": 1.0}, log=log)
     files, summary = figures.diagnostics(
         planning.make_plan(specs.get("figure6"), "smoke", 1, str(tmp_path)), tmp_path)
@@ -325,6 +331,10 @@ def test_figure6_reads_the_stored_replay_diagnostics(tmp_path):
     # mean over the steps: tags (0.7 + 0.8) / 2
     assert "- bfcl, format: top 1/5/10 % tokens hold 0.20 / 0.40 / 0.60" in summary
     assert "tags 0.75" in summary and "answer 0.10" in summary
+    assert "tags 0.75 (mean of 2 steps of 1 of 1 seeds)" in summary
+    assert ("- bfcl, execution: top 1/5/10 % tokens hold 0.30 / 0.50 / 0.70 of the distance; "
+            "parts answer 0.90 (mean of 1 steps of 1 of 1 seeds)") in summary
+    assert "execution:diff" not in summary and "nan" not in summary
 
 
 @pytest.mark.model

@@ -306,10 +306,14 @@ def diagnostics(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
     summary = [f"# {spec.name}: {spec.title}", "", spec.caption, ""]
     for i, job in enumerate(jobs):
         plan.stored_results(job)  # seeds of several code versions: refused unless allowed
-        rows = [r for s in job.stored for r in train_log(job, s)]
+        by_seed = {s: train_log(job, s) for s in job.stored}
+        rows = [r for log in by_seed.values() for r in log]
         keys = sorted({k for r in rows for k in r if k.startswith("diag/")})
         means = {k: statistics.mean(float(r[k]) for r in rows if k in r) for k in keys}
-        rewards = sorted({k.split("/")[1] for k in keys})
+        # only rewards with a profile's shares: a span-only diagnostic (e.g. `execution:diff`,
+        # a span ratio) has neither top-k shares nor parts to draw
+        rewards = sorted({k.split("/")[1] for k in keys
+                          if k.split("/")[2] in ("top1", "top5", "top10", "part")})
         top_ax, part_ax = axes[2 * i], axes[2 * i + 1]
         for j, reward in enumerate(rewards):
             tops = [means.get(f"diag/{reward}/top{p}", math.nan) for p in (1, 5, 10)]
@@ -320,10 +324,15 @@ def diagnostics(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
                         [means[f"diag/{reward}/part/{p}"] for p in parts],
                         width=0.8 / len(rewards), label=reward)
             part_ax.set_xticks(range(len(parts)), parts)
+            # a reward is replayed only at steps where some group has its signal, so say
+            # how many steps (of how many seeds) its shares are the mean of
+            had = {s: sum(f"diag/{reward}/top1" in r for r in log) for s, log in by_seed.items()}
             summary.append(f"- {job.task}, {reward}: top 1/5/10 % tokens hold "
                            + " / ".join(f"{t:.2f}" for t in tops) + " of the distance; parts "
                            + ", ".join(f"{p} {means[f'diag/{reward}/part/{p}']:.2f}"
-                                       for p in parts))
+                                       for p in parts)
+                           + f" (mean of {sum(had.values())} steps of "
+                           f"{sum(n > 0 for n in had.values())} of {len(had)} seeds)")
         top_ax.scatter(range(3), [0.01, 0.05, 0.10], color="gray", marker="_", s=400,
                        label="uniform (GDPO)", zorder=3)
         top_ax.set_xticks(range(3), ["top 1 %", "top 5 %", "top 10 %"])
