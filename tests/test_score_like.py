@@ -10,7 +10,7 @@ import pytest
 from lab import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-# a committed spider-mini seed: 20 of the 54 items (--eval-limit 20), spider-mini 10.00
+# a committed spider-mini seed: 20 of the 54 items (--eval-limit 20), at least one of them right
 RUN = ROOT / "results" / "spider-mini" / "grpo" / "smollm2-135m-instruct" / "smoke-learn" \
     / "seed0.json"
 PREDICTIONS = RUN.with_name("seed0.predictions.jsonl")
@@ -62,7 +62,8 @@ def test_a_runs_own_predictions_give_its_stored_metrics(tmp_path, capsys):
     stored = json.loads(RUN.read_text())
     rc, scored = score(["--predictions", str(PREDICTIONS)], tmp_path)
     assert rc == 0
-    assert scored["metrics"] == stored["metrics"] and stored["metrics"]["spider-mini"] == 10.0
+    # every stored metric again, of a run that got something right (not a trivial all-0 match)
+    assert scored["metrics"] == stored["metrics"] and stored["metrics"]["spider-mini"] > 0
     assert scored["missing"] == [] and scored["run"] == str(RUN)
     out = capsys.readouterr().out
     assert f"the items of run {RUN}: a 20-item subset (seed 1234) of its 54" in out
