@@ -111,4 +111,5 @@ def test_seeds_that_share_a_first_rollout_drew_it_alike():
     shared = [g for g in groups.values() if sum(map(len, g.values())) > 1]
     assert len(shared) >= 9  # IFEval, IFBench, spider-mini, BFCL at 3 seeds each, at least
     split = [sorted(g.values()) for g in shared if len(g) > 1]
-    assert not split, f"seeds with the same first-rollout settings drew different first rollouts: {split}"
+    assert not split, ("seeds with the same first-rollout settings drew different first "
+                       f"rollouts: {split}")

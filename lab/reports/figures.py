@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Sequence
 
+from lab.reports.aggregate import mean_std
 from lab.reports.plan import Job, Plan
 
 
@@ -96,8 +97,6 @@ def band_of(values: Sequence[float], band: str) -> tuple[float, float, float]:
     0 % on an accuracy), ``"std"`` the mean ± sample std (0 for one seed)."""
     if band == "iqr":
         return statistics.median(values), quantile(values, 0.25), quantile(values, 0.75)
-    from lab.reports.aggregate import mean_std
-
     mean, sd = mean_std(values)
     if band == "range":
         return mean, min(values), max(values)
@@ -165,11 +164,10 @@ def curves(plan: Plan, out_dir: Path, reference: str | None = None) -> tuple[lis
     ``band = "range"``), benchmark numbers over training where the seeds were evaluated during
     it (``--eval-every``: mean over seeds, band = the seeds' range with ``band = "range"``,
     else sample std, the last point the final evaluation) or else after training (bars, error
-    bars = sample std), and steps to the threshold as survival data (Kaplan-Meier medians, each method against ``reference``, the
-    spec's GDPO, by the log-rank test: ``lab.reports.survival``), and the order's sensitivity
-    to the window and threshold.
+    bars = sample std), and steps to the threshold as survival data (Kaplan-Meier medians, each
+    method against ``reference``, the spec's GDPO, by the log-rank test:
+    ``lab.reports.survival``), and the order's sensitivity to the window and threshold.
     Returns the files and a Markdown summary."""
-    from lab.reports.aggregate import mean_std
 
     spec, setting = plan.spec, plan.setting
     band = spec.raw.get("band", "iqr")
@@ -310,10 +308,9 @@ def diagnostics(plan: Plan, out_dir: Path) -> tuple[list[Path], str]:
         rows = [r for log in by_seed.values() for r in log]
         keys = sorted({k for r in rows for k in r if k.startswith("diag/")})
         means = {k: statistics.mean(float(r[k]) for r in rows if k in r) for k in keys}
-        # only rewards with a profile's shares: a span-only diagnostic (e.g. `execution:diff`,
-        # a span ratio) has neither top-k shares nor parts to draw
-        rewards = sorted({k.split("/")[1] for k in keys
-                          if k.split("/")[2] in ("top1", "top5", "top10", "part")})
+        # a replayed reward always has its top-k shares (methods/mrtpo/diagnostics.py); a
+        # span-only diagnostic (e.g. `execution:diff`, a span ratio) has nothing to draw
+        rewards = sorted(k[len("diag/"):-len("/top1")] for k in keys if k.endswith("/top1"))
         top_ax, part_ax = axes[2 * i], axes[2 * i + 1]
         for j, reward in enumerate(rewards):
             tops = [means.get(f"diag/{reward}/top{p}", math.nan) for p in (1, 5, 10)]
