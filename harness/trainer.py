@@ -31,7 +31,7 @@ from harness.train.passes import context, prepare_terms, run_passes
 from harness.train.sample import sample
 from harness.seedrun import SeedRun
 from harness.train.store import store_result
-from harness.train.update import StepData, autocast, update
+from harness.train.update import StepData, autocast, check_gap_drift, update
 from harness.warmstart.cache import policy_source
 from tasks.base import Example, Task
 
@@ -86,6 +86,9 @@ class Trainer:
         self.train_examples = self._usable(load_train(config))
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
         self.pass_state: dict = {}  # the passes' own state between steps (checkpointed)
+        # the policy's version (updates made) and the one the rollout engine holds: a
+        # generation with any other weights than the policy's is refused before it samples
+        self.version = self.engine_version = 0
         self.sync_weights()  # rollouts must start from exactly the engine's weights
         # the initial policy (KL reference, a fixed teacher): copied after the sync
         self.initial_model = None
@@ -117,6 +120,7 @@ class Trainer:
         sync's metrics (``param_update_norm``: the update's L2 norm, NaN without a plain
         copy)."""
         metrics = self.rollout.sync(self.engine)
+        self.engine_version = self.version
         if self.plain is not None and self.plain is not self.rollout.plain_model:
             with eng.gathered_parameters(self.engine.module) as named:
                 metrics["param_update_norm"] = copy_weights(self.plain, named)
@@ -127,6 +131,10 @@ class Trainer:
         """Sample, score, run the method's passes, compute the advantages, and the log-probs
         the loss needs (old policy, reference) and its loss terms' preparations."""
         cfg, t = self.config, self.config.training
+        if self.engine_version != self.version:
+            raise RuntimeError(f"internal: step {step + 1} would sample with the policy of "
+                               f"{self.engine_version} updates, the policy has had "
+                               f"{self.version}: a weight sync was skipped after an update")
         sampled = sample(self.rollout, self.task, self.train_examples,
                          self.sampler.next(cfg.rollout.prompts_per_step), self.rank, self.world,
                          cfg, step, self.cuda)
@@ -172,6 +180,7 @@ class Trainer:
         if out["optimizer_steps"] == 0:
             out.update({"sync/skipped": 1.0, "param_update_norm": 0.0})
         else:
+            self.version += 1
             out.update(self.sync_weights())  # the next rollout sees the new policy
         out["time/sync"] = time.perf_counter() - t0
         return out
@@ -209,6 +218,11 @@ class Trainer:
             data, metrics = self.collect(step)
             t1 = time.perf_counter()
             metrics.update(self.update(data))
+            if "rollout/logprob_gap" in metrics:  # held to the run's first measured gap
+                first = next((h["rollout/logprob_gap"] for h in history
+                              if "rollout/logprob_gap" in h), None)
+                check_gap_drift(metrics["rollout/logprob_gap"], first,
+                                self.config.rollout.rollout_logprob_tolerance, step + 1)
             metrics["time/update"] = time.perf_counter() - t1
             metrics["time/step"] = time.perf_counter() - t0
             if self.cuda:  # torch's own allocations (the training engine's), the whole device's

@@ -19,6 +19,8 @@ def findings(rows: list[dict]) -> list[tuple[bool, str]]:
     updated = [r["step"] for r in rows if r.get("optimizer_steps", 0) > 0]
     synced = [r["step"] for r in rows if r.get("optimizer_steps", 0) > 0
               and not r.get("sync/skipped") and r.get("vllm/readback_tensors", 0) > 0]
+    # every update must have reached the engine: one unchecked sync is one unseen stale step
+    unsynced = [s for s in updated if s not in synced]
     after = [r["step"] for r in rows if updated and r["step"] > updated[0]
              and r.get("rollout/logprob_gap") is not None]
     gaps = [r["rollout/logprob_gap"] for r in rows if r["step"] in after]
@@ -27,7 +29,10 @@ def findings(rows: list[dict]) -> list[tuple[bool, str]]:
         (bool(updated), f"optimizer steps at steps {updated}" if updated else
          "no optimizer step: no response had an advantage (a task and preset without reward "
          "signal at these steps tests no sync)"),
-        (bool(synced), f"synced and read back after steps {synced} "
+        (bool(synced) and not unsynced,
+         f"updated at steps {unsynced} without a sync read back there "
+         "(vllm/readback_tensors): every update must reach the engine" if synced and unsynced
+         else f"synced and read back after every update: steps {synced} "
          f"({by_step[synced[0]]['vllm/readback_tensors']:.0f} tensors)"
          if synced else "no sync read back after an optimizer step (vllm/readback_tensors)"),
         (bool(after), f"sampler-vs-policy gap measured after an update at steps {after}: "

@@ -31,6 +31,16 @@ def test_each_missing_piece_is_named():
     assert [ok for ok, _ in plain] == [True, False, True]
 
 
+def test_every_update_must_be_read_back_not_only_one():
+    unread = {"optimizer_steps": 1.0}  # updated, but no sync was read back after it
+    found = train_check.findings(_rows(UPDATED, unread, {**UPDATED,
+                                                         "rollout/logprob_gap": 1e-5}))
+    assert [ok for ok, _ in found] == [True, False, True]
+    assert "updated at steps [2] without a sync read back" in found[1][1]
+    skipped = {"optimizer_steps": 1.0, "sync/skipped": 1.0, "vllm/readback_tensors": 62.0}
+    assert not train_check.findings(_rows(UPDATED, skipped))[1][0]
+
+
 def test_the_command_reads_every_seed_under_a_folder(tmp_path, capsys):
     log = tmp_path / "ifeval" / "grpo" / "m" / "smoke" / "seed0.train.jsonl"
     log.parent.mkdir(parents=True)

@@ -543,6 +543,8 @@ def test_generate_sends_one_request_per_prompt_and_returns_the_rollout():
     from harness.models import load_tokenizer
 
     class Recorder:
+        llm_engine = SimpleNamespace(is_sleeping=lambda: False)
+
         def generate(self, prompts, /, sampling_params, use_tqdm=False):  # as vLLM may
             self.prompts, self.params = prompts, sampling_params
             lp = [{7: SimpleNamespace(logprob=-0.5)}, {8: SimpleNamespace(logprob=-1.5)},
@@ -553,7 +555,7 @@ def test_generate_sends_one_request_per_prompt_and_returns_the_rollout():
     tok = load_tokenizer("tiny-random")
     llm = Recorder()
     rollout = vllm.VLLMRollout(llm, tok, [2], 1 << 20, torch.float32, "cpu",
-                               max_model_len=64)
+                               max_model_len=64, sleep=False)
     ro = rollout.generate([], 3, 5, 1.0, 1.0, 0, seed=9, prompt_ids=[[4, 5], [6]])
     assert [p["prompt_token_ids"] for p in llm.prompts] == [[4, 5], [6]]
     assert [(p.n, p.max_tokens, p.top_k) for p in llm.params] == [(3, 5, 0), (3, 5, 0)]

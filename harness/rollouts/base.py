@@ -30,8 +30,10 @@ class Rollout:
 
 class RolloutEngine(Protocol):
     """What the trainer asks of a rollout engine. Optional abilities are declared in
-    ``capabilities``, never probed: ``"sleep"`` (``sleep()`` frees the device between
-    generations; the next ``sync`` wakes it)."""
+    ``capabilities``, never probed: ``"sleep"`` (the engine frees the device between
+    generations by itself: it wakes when a generation or a sync begins and sleeps when a
+    generation ends, whether or not a sync came between; ``awake_used_gb`` is the device's use
+    just before its latest sleep). No caller wakes or sleeps an engine."""
 
     capabilities: frozenset
     # a plain HF copy of the policy that the engine keeps in sync (the HF engine samples with

@@ -1,15 +1,17 @@
 """The vLLM engine: one engine colocated in each Ray Train worker, in the worker's process.
 
-Life of one step: ``generate`` (sampling log-probs returned) -> ``sleep`` where the build can
-(weights offloaded, KV cache freed, so the training engine has the GPU for replays and the
-update; the CPU build declares no sleep) -> the weight sync: the weights woken, vLLM's in-place
-``reload_weights`` fed by a generator that gathers the ZeRO-3 parameters bucket by bucket (HF
-names, every one checked against the model's before any is sent), the KV cache woken, the
-prefix cache reset -> two checks: an exact read-back (integer checksums of the bits of every
+Life of one step: ``generate`` (sampling log-probs returned), after which the engine goes to
+sleep by itself where the build can (weights offloaded, KV cache freed, so the training engine
+has the GPU for replays and the update; the CPU build declares no sleep) -> the weight sync:
+the weights woken, vLLM's in-place ``reload_weights`` fed by a generator that gathers the ZeRO-3
+parameters bucket by bucket (HF names, every one checked against the model's before any is
+sent), the KV cache woken, the prefix cache reset -> two checks: an exact read-back (integer checksums of the bits of every
 engine parameter that keeps its HF name and shape, against the bf16-rounded policy's: one
 stale step flips the rounding of a share of a large tensor's elements) and the log-prob probe
 (the engine's log-probs of a fixed text against the policy's: the first sync's gap is the two
 stacks' own and is reported; a later sync's gap past it plus the tolerance fails).
+
+The life-cycle rule (when the engine wakes and sleeps) is ``vllm_life``'s, written once there.
 
 What the CPU and GPU builds do differently is declared in ``vllm_version.BUILDS``. vLLM is
 imported only here and in ``vllm_calls`` (the LLM's construction, requests and outputs, and
@@ -33,6 +35,7 @@ from harness.rollouts.vllm_sync import (SyncRecord, buckets, check_complete, che
                                         first_probe, head_name,
                                         model_parameter_names, policy_logprobs,
                                         readable_names, readback_problems)
+from harness.rollouts.vllm_life import Lifecycle
 from harness.rollouts.vllm_version import installed, installed_problem
 from tasks.base import Example
 
@@ -54,7 +57,7 @@ HEAD_COLUMNS = (0, 1, 2, 3)
 _BUILT: dict[str, tuple[tuple, object]] = {}
 
 
-class VLLMRollout:
+class VLLMRollout(Lifecycle):
     """The rollout-engine protocol (``harness.rollouts.base.RolloutEngine``) over a colocated
     ``vllm.LLM``."""
 
@@ -81,12 +84,19 @@ class VLLMRollout:
         self.sleep_level = sleep_level
         self.expected_names = expected_names
         self.empty_cache = empty_cache
-        self.weights_current = True  # False after a level-2 sleep, until the next sync
         self.tokenizer = tokenizer
         self.eos_ids = sorted(set(eos_ids))
         self.sync_bucket_bytes = sync_bucket_bytes
         self.dtype = dtype
-        self.awake = True
+        # the engine's own state, read from vLLM (a process's engine is shared by the trainers
+        # it builds: the one before may have left it asleep, its weights perhaps discarded)
+        self.awake = llm is None or not llm.llm_engine.is_sleeping()
+        self.weights_current = self.awake
+        self.generating_depth = 0  # nested generations (evaluation's chunks): one wake, one sleep
+        self.policy = None  # what the last sync loaded from: a level-2 wake loads it again
+        self.resyncs = 0  # generations that found the weights discarded and loaded them again
+        # the device's use (GB) at the end of the latest generation, before the engine slept
+        self.awake_used_gb = float("nan")
         self.last_sync = SyncRecord()
         self.check_every, self.tolerance = 1, 0.05  # the log-prob check after syncs
         self.synced = 0  # syncs so far
@@ -173,10 +183,11 @@ class VLLMRollout:
         """``n`` responses per example, with the log-prob each sampled token was drawn with
         (``Rollout.logprobs``; None for greedy). ``share_prefill``: always (prefix caching)."""
         ids = prompt_ids if prompt_ids is not None else self.encode(examples)
-        truncates = not greedy and (top_k > 0 or top_p < 1.0) and self.reports_truncated()
-        comps, logps = self._generate(ids, **sampling_kwargs(n, max_new_tokens, temperature,
-                                                             top_p, top_k, greedy, seed,
-                                                             self.eos_ids))
+        with self.generating():
+            truncates = not greedy and (top_k > 0 or top_p < 1.0) and self.reports_truncated()
+            comps, logps = self._generate(ids, **sampling_kwargs(n, max_new_tokens, temperature,
+                                                                 top_p, top_k, greedy, seed,
+                                                                 self.eos_ids))
         out = to_rollout(ids, comps, self.tokenizer.pad_token_id, self.eos_ids,
                          lambda rows: self.tokenizer.batch_decode(rows,
                                                                   skip_special_tokens=True),
@@ -201,54 +212,17 @@ class VLLMRollout:
         ids = self.encode(examples)
         out: list[str] = []
         size = max(batch_size, 1) * 8
-        for start in range(0, len(ids), size):
-            chunk = ids[start:start + size]
-            r = self.generate([examples[start + i] for i in range(len(chunk))], 1,
-                              max_new_tokens, greedy=True, prompt_ids=chunk)
-            out.extend(r.texts)
-            if progress is not None:
-                progress(len(chunk))
+        # one wake for the whole benchmark, on every rank (a rank with no items too: a level-2
+        # wake loads the policy's weights, a gather every rank joins)
+        with self.generating():
+            for start in range(0, len(ids), size):
+                chunk = ids[start:start + size]
+                r = self.generate([examples[start + i] for i in range(len(chunk))], 1,
+                                  max_new_tokens, greedy=True, prompt_ids=chunk)
+                out.extend(r.texts)
+                if progress is not None:
+                    progress(len(chunk))
         return out
-
-    # --- sharing the GPU with training -----------------------------------------------------
-    def sleep(self) -> None:
-        """Free the GPU for the training engine (only where the build declares ``sleep``).
-        Level 1 (the default) offloads the weights to CPU memory (a copy per worker: 14 GB for
-        a 7B model) and drops the KV cache. Level 2 drops the weights too and keeps only named
-        buffers, which loses other state some models hold (vLLM issue #29341): the next sync
-        reloads the checkpoint (``reload_weights`` from its files) before loading the policy's
-        weights over it, and nothing generates before that sync."""
-        if "sleep" not in self.capabilities:
-            raise RuntimeError("internal: sleep on a vLLM build that declares none")
-        if self.awake:
-            self.llm.sleep(level=self.sleep_level)
-            self.awake = False
-            if self.sleep_level == 2:
-                self.weights_current = False
-
-    def _wake(self, tags: list[str] | None) -> None:
-        self.empty_cache()  # the update's cached blocks back first, then vLLM maps its own
-        self.llm.wake_up(tags=tags)
-
-    def _check_scheduling(self) -> None:
-        """After the last wake: vLLM resumes its paused scheduler only once everything is
-        awake, and ``LLM.wake_up`` returns nothing to say whether it did; a scheduler left
-        paused makes the next generate wait forever."""
-        engine = self.llm.llm_engine
-        if engine.is_sleeping():
-            self.llm.wake_up(tags=["scheduling"])
-            if engine.is_sleeping():
-                raise RuntimeError("the vLLM engine still reports sleeping after waking its "
-                                   "weights, KV cache and scheduler: generate would wait "
-                                   "forever")
-
-    def wake_up(self) -> None:
-        if not self.awake:
-            self._wake(None)
-            if self.sleep_level == 2:  # the buffers a level-2 sleep dropped come back
-                self.llm.collective_rpc("reload_weights")
-            self._check_scheduling()
-            self.awake = True
 
     # --- weight sync -----------------------------------------------------------------------
     def begin_sync(self) -> None:
@@ -369,12 +343,14 @@ class VLLMRollout:
                 self.last_sync.buckets += 1
 
         self.load(gathered(), {n: tuple(getattr(p, "ds_shape", p.shape)) for n, p in named})
+        self.policy = policy
         self.synced += 1
         if self.check_every and (self.synced - 1) % self.check_every == 0:
             self.last_gap = self.check_probe(policy_logprobs(policy, self.probe),
                                              self.prompt_logprobs(self.probe))
         out = {"param_update_norm": float("nan"), "vllm/sync_logprob_gap": self.last_gap,
-               "vllm/readback_tensors": float(len(self.last_sync.sums))}
+               "vllm/readback_tensors": float(len(self.last_sync.sums)),
+               "vllm/resyncs": float(self.resyncs)}
         if self.first_probe is not None:
             out["vllm/first_sync_logprob_gap"] = self.first_probe["mean"]
         return out
@@ -390,7 +366,9 @@ class VLLMRollout:
 
     def prompt_logprobs(self, ids: Sequence[int]) -> torch.Tensor:
         """[len(ids) - 1] the engine's log-probs of ids[1:] given their prefixes (raw logits,
-        temperature 1)."""
+        temperature 1). Part of a sync, after which the engine is awake and stays so."""
+        if not self.awake:
+            raise RuntimeError("internal: prompt log-probs on a sleeping vLLM engine")
         out = self.llm.generate([self.tokens_prompt(prompt_token_ids=list(ids))],
                                 sampling_params=self.sampling_params(
                                     max_tokens=1, prompt_logprobs=0, temperature=1.0,

@@ -39,7 +39,8 @@ class Sampled:
 def sample(engine, task: Task, prompts: Sequence[Example], step_prompts: Sequence[int],
            rank: int, world: int, config, step: int, cuda: bool) -> Sampled:
     """``prompts``: the step's prompts (all workers'); this worker takes every world-th one.
-    Generation, then the engine's sleep (if it can), then the rewards, gathered."""
+    Generation (the engine wakes for it and, where it can, sleeps after it: its own rule), then
+    the rewards, gathered."""
     r = config.rollout
     mine = list(range(rank, len(step_prompts), world))
     examples = [prompts[step_prompts[j]] for j in mine]
@@ -47,10 +48,10 @@ def sample(engine, task: Task, prompts: Sequence[Example], step_prompts: Sequenc
     ro = engine.generate(examples, r.group_size, r.max_response_tokens, r.temperature, r.top_p,
                          r.top_k, seed=config.seed * 1_000_003 + step * 1009 + rank)
     metrics = {"time/generate": time.perf_counter() - t0}
-    if cuda:  # the device's use while the rollout engine is awake (vLLM's KV cache included)
-        metrics["gpu/used_generating_gb"] = eng.gpu_used_gb()
-    if "sleep" in engine.capabilities:  # frees the device until the next sync
-        engine.sleep()
+    if cuda:  # the device's use while the rollout engine is awake (vLLM's KV cache included):
+        # an engine that sleeps after generating measured it just before it slept
+        metrics["gpu/used_generating_gb"] = engine.awake_used_gb \
+            if "sleep" in engine.capabilities else eng.gpu_used_gb()
     rows = [examples[i] for i in ro.example_index]
     t1 = time.perf_counter()
     rewards = task.compute_rewards(rows, ro.texts)

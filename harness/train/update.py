@@ -124,6 +124,39 @@ def check_sampling_gap(total: float, worst: float, tokens: int, tolerance: float
     return mean
 
 
+# A missed weight sync moves the sampler-vs-policy gap by far less than the absolute tolerance
+# (--rollout-logprob-tolerance, sized for bf16 sampling's own gap of ~0.01): vLLM's CPU build in
+# float32 measured 8.6e-6 when synced and 1.55e-2 with the sync removed, one lr-1e-2 step on
+# tiny-random later. So every step is also held to the run's own first gap (engine and policy
+# then hold the same weights by construction: the gap is the two stacks' own): at most
+# GAP_DRIFT_RATIO times it, never less than GAP_DRIFT_FLOOR (a float32 engine's gap is noise
+# near 1e-6), never more than the absolute tolerance. bf16 sampling's own gap times the ratio
+# is above the tolerance, so there the tolerance alone decides, as before.
+GAP_DRIFT_RATIO = 10.0
+GAP_DRIFT_FLOOR = 1e-3
+
+
+def gap_limit(baseline: float | None, tolerance: float) -> float:
+    """The largest mean sampler-vs-policy gap a step may have, given the run's first step's
+    gap (``baseline``; None before it is measured: the absolute ``tolerance``)."""
+    if baseline is None:
+        return tolerance
+    return min(tolerance, max(GAP_DRIFT_RATIO * baseline, GAP_DRIFT_FLOOR))
+
+
+def check_gap_drift(gap: float, baseline: float | None, tolerance: float, step: int) -> None:
+    """Raise when a step's gap is past ``gap_limit``: the engine sampled from weights the
+    policy no longer holds (a weight sync that did not happen or did not arrive)."""
+    limit = gap_limit(baseline, tolerance)
+    if not gap <= limit:
+        raise RuntimeError(
+            f"step {step}: the rollout engine sampled from another policy than the one "
+            f"trained: mean |log-prob difference| {gap:.3g} against the run's first step's "
+            f"{baseline:.3g}, past {limit:.3g} (the lesser of --rollout-logprob-tolerance "
+            f"{tolerance} and {GAP_DRIFT_RATIO:g} x the first gap, at least {GAP_DRIFT_FLOOR:g}"
+            "). A weight sync that was skipped or did not reach the engine does this")
+
+
 @contextlib.contextmanager
 def autocast(dtype: str, *models):
     """The policy's forwards in ``dtype`` (``--update-dtype``; the update's, and the passes'
