@@ -94,6 +94,9 @@ def dry_run(run, print=print) -> int:
     print("settings (* = differs from the preset):")
     for line in settings_lines(config):
         print("  " + line)
+    if run.engine.plan is not None:  # the engine's own plan (vLLM on GPUs: per-GPU memory)
+        for line in run.engine.plan(config):
+            print(line)
     if problems:
         print(f"checks: {len(problems)} problem(s); the run would stop before Ray:")
         for p in problems:

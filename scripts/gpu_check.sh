@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU path, checked in one short run on one GPU, stage by stage, each stage under its own
-# time limit (the whole of it sized to finish within 10 minutes after the install). Everything
-# it writes goes under runs/gpu-check/ (each stage's output in <stage>.log, Ray's worker logs in
-# ray-logs/). Three modes:
+# limit on its own CPU time (the whole of it sized to finish within 10 minutes after the install;
+# a busy machine makes a stage "not decided", exit 75, never failed). Everything it writes goes
+# under runs/gpu-check/: report.md (versions, each stage's verdict and figures, the tail of each
+# stage's output), each stage's output in <stage>.log, this check's Ray worker logs in
+# ray-logs/. Three modes:
 #
 # With a package registry (default): installs the gpu extra (vLLM, its torch) into .venv-gpu,
 # then
@@ -64,34 +66,64 @@ if [ "$gpu" = 0 ] && [ "$dry" = 0 ] && [ "$cpu" = 0 ]; then
     exit 2
 fi
 
-# stage NAME SECONDS CUDA_ONLY CMD...: run CMD under a time limit, its output also in
-# $out/NAME.log; where there is no GPU (--cpu), a CUDA-only stage is printed, not run, and ends
-# the check
+# One report holds what a reader needs: the machine, versions, each stage's verdict and figures
+# (wall and own CPU seconds, the share of the machine other processes took), and the tail of
+# each stage's output. Ray runs in a temporary folder of this check's own, so the logs copied
+# on failure are its cluster's, never another job's on a shared machine.
+report="$out/report.md"
+mkdir -p "$out"
+export RAY_TMPDIR
+RAY_TMPDIR=$(mktemp -d /tmp/gpucheck-ray.XXXXXX)
+{
+    echo "# GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo
+    echo "machine: $(nproc) cores; GPU: $( [ "$gpu" = 1 ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1 || echo none)"
+    echo
+    echo "| stage | verdict | wall s | own CPU s | other processes |"
+    echo "|---|---|---|---|---|"
+} > "$report"
+finish_report() {
+    for log in "$out"/*.log; do
+        [ -f "$log" ] || continue
+        { echo; echo "## $(basename "$log" .log)"; echo; echo '```'; tail -n 15 "$log"; echo '```'; } >> "$report"
+    done
+    echo "gpu_check: the report is $report"
+}
+trap finish_report EXIT
+
+# stage NAME CPU_SECONDS CUDA_ONLY CMD...: run CMD (scripts/stage.py) under a limit on its own
+# CPU time (a busy machine barely changes it), with a wall-clock backstop of 4 x that which a
+# busy machine turns into "not decided" (exit 75), not a failure; its output also in
+# $out/NAME.log and its verdict in the report. Where there is no GPU (--cpu), a CUDA-only stage
+# is printed, not run, and ends the check
 stage() {
     local name=$1 limit=$2 cuda_only=$3
     shift 3
     if [ "$cuda_only" = 1 ] && [ "$gpu" = 0 ]; then
-        echo "== $name: needs CUDA; on a GPU this check would run next (limit ${limit} s):"
+        echo "== $name: needs CUDA; on a GPU this check would run next (limit ${limit} CPU-s):"
         printf '   %q' "$@"
         echo
+        echo "| $name | needs CUDA: not run here | | | |" >> "$report"
         echo "gpu_check: stopped before the first CUDA-only stage; results under $out"
         exit 0
     fi
-    echo "== $name (limit ${limit} s)"
-    mkdir -p "$out"
-    local start=$SECONDS rc=0
-    timeout --kill-after=15 "$limit" "$@" > >(tee "$out/$name.log") 2>&1 || rc=$?
+    echo "== $name (limit ${limit} CPU-seconds)"
+    local rc=0
+    python3 scripts/stage.py "$name" "$out/$name.log" "$report" --cpu-seconds "$limit" \
+        --wall-seconds $((limit * 4)) --stall-seconds 600 -- "$@" || rc=$?
     if [ "$rc" -ne 0 ]; then
-        [ "$rc" = 124 ] && echo "gpu_check: stage $name ran past its ${limit} s" >&2
-        echo "gpu_check: stage $name failed (exit $rc); its output is in $out/$name.log" >&2
+        if [ "$rc" = 75 ]; then
+            echo "gpu_check: stage $name not decided: the machine was busy (see $report)" >&2
+        else
+            echo "gpu_check: stage $name failed (exit $rc); its output is in $out/$name.log" >&2
+        fi
         collect_ray_logs
         exit "$rc"
     fi
-    echo "   $name: done in $((SECONDS - start)) s"
 }
 
-collect_ray_logs() {  # Ray's worker logs hold a training worker's traceback: bring them back
-    local logs=/tmp/ray/session_latest/logs
+collect_ray_logs() {  # this check's own Ray cluster's worker logs hold a worker's traceback
+    local logs=$RAY_TMPDIR/ray/session_latest/logs
     if [ -d "$logs" ]; then
         mkdir -p "$out/ray-logs"
         find "$logs" -maxdepth 1 -type f \( -name 'worker-*' -o -name 'python-core-worker-*' \

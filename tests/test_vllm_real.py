@@ -282,6 +282,28 @@ def test_sleep_and_wake_keep_the_weights(engine, policy, bfcl):
     assert engine.generate(bfcl.examples[:1], 2, 8, seed=1).response_ids.shape[0] == 2
 
 
+def test_a_generation_without_a_sync_before_it_wakes_the_engine(engine, policy, bfcl):
+    """A step without reward signal skips the weight sync, so nothing but the generation
+    itself wakes the engine it slept after. The capability declared as the CUDA build declares
+    it (on this CPU build too: vLLM's engine core still pauses its scheduler on sleep, and a
+    generate then would wait forever)."""
+    declared = engine.capabilities
+    engine.capabilities = frozenset({"sleep"})
+    try:
+        engine.sync(SimpleNamespace(module=policy))  # awake with the policy's weights
+        first = engine.generate(bfcl.examples[:2], 2, 8, seed=5)
+        assert not engine.awake and engine.llm.llm_engine.is_sleeping()
+        again = engine.generate(bfcl.examples[:2], 2, 8, seed=5)  # no sync between
+        assert again.response_ids.tolist() == first.response_ids.tolist()
+        assert len(engine.generate_eval(bfcl.examples[:3], 8, 1)) == 3  # one wake, one sleep
+        assert engine.llm.llm_engine.is_sleeping()
+        engine.sync(SimpleNamespace(module=policy))  # a sync from asleep: weights, then KV
+        assert engine.awake and not engine.llm.llm_engine.is_sleeping()
+    finally:
+        engine.capabilities = declared
+        engine.wake_up()
+
+
 def test_one_engine_per_process(engine, bfcl):
     again = vllm.VLLMRollout.build("smollm2-135m-instruct", bfcl.tokenizer, 1, "bfloat16",
                                    engine.context, 0.1, 64, colocated=False)

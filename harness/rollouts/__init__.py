@@ -32,6 +32,8 @@ class EngineEntry:
     # harness/rollouts/checks.py); None: nothing to check
     problems: Optional[Callable] = None
     probes_cuda: bool = False  # its checks need to know whether this machine has CUDA
+    # plan(config) -> lines the dry run prints (the per-GPU memory plan); None: nothing
+    plan: Optional[Callable] = None
 
 
 ENGINES: Registry[EngineEntry] = Registry("rollout engine")
@@ -57,6 +59,13 @@ def _vllm(config, source, tokenizer, plain, context=None):
         kv_cache_gb=r.vllm_kv_cache_gb)
 
 
+def _vllm_plan(config) -> list[str]:
+    from harness.rollouts import vllm_plan
+
+    found = vllm_plan.for_config(config)
+    return vllm_plan.lines(*found) if found else []
+
+
 def _lean(config, source, tokenizer, plain, context=None):
     from harness.rollouts.lean import LeanRollout
 
@@ -75,7 +84,7 @@ ENGINES.add("vllm", EngineEntry(_vllm, "a vLLM engine colocated in each worker (
                               options=("vllm_gpu_memory", "vllm_kv_cache_gb",
                                        "vllm_sync_bucket_mb", "vllm_sync_tolerance",
                                        "vllm_sleep_level", "vllm_check_every"),
-                              problems=vllm_problems, probes_cuda=True))
+                              problems=vllm_problems, probes_cuda=True, plan=_vllm_plan))
 
 __all__ = ["ENGINES", "EngineEntry", "HFRollout", "Rollout", "RolloutEngine", "copy_weights",
            "left_pad", "render_prompt", "response_mask_from_ids", "with_response"]

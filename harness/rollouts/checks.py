@@ -53,6 +53,12 @@ def vllm_problems(config, here: bool = True, cuda: bool | None = None) -> list[s
     if r.vllm_kv_cache_gb < 0:
         out.append(f"vllm_kv_cache_gb is {r.vllm_kv_cache_gb}; use 0 (the build's default) "
                    "or a size in GB")
+    if t.use_gpu and 0 < r.vllm_gpu_memory < 1 and r.vllm_kv_cache_gb >= 0:
+        from harness.rollouts import vllm_plan
+
+        found = vllm_plan.for_config(config)  # the per-GPU plan must fit the card
+        if found:
+            out += vllm_plan.problems(found[0], r.max_prompt_tokens + r.max_response_tokens)
     if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:
         out.append("vllm_sync_bucket_mb must be 1 or more, vllm_check_every and "
                    "vllm_sync_tolerance >= 0")
