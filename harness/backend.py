@@ -48,6 +48,10 @@ def _worker_entry(loop_config: dict) -> None:
     resolved = runs.from_stored(loop_config["config"])
     # the seed's files, with the config as this resolution made it
     run = replace(loop_config["run"], config=resolved.config)
+    from harness import engine as eng
+
+    if eng.rank() == 0:  # before any training: the result must land on the driver's disk
+        check_driver_disk(Path(loop_config["driver_token"]), eng.placement())
     clock.mark("worker_imported")
     train_worker(resolved, reporter_factory=worker_reporter, checkpointer=RayCheckpointer(),
                  run=run, clock=clock)
@@ -193,6 +197,28 @@ def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int
     return path
 
 
+def driver_token(folder: Path) -> Path:
+    """A file the driver writes in the seed's results folder before the fit: rank 0 writes the
+    result there, and the driver then reads it from its own disk."""
+    folder.mkdir(parents=True, exist_ok=True)
+    token = folder / f".driver-{uuid.uuid4().hex[:12]}"
+    token.write_text(f"{os.uname().nodename}\n")
+    return token
+
+
+def check_driver_disk(token: Path, where: dict) -> None:
+    """On rank 0, before training: raise unless the driver's token is visible here, i.e. the
+    results folder is the driver's (shared storage, or the driver's own node). Otherwise the
+    result would be written on this node's disk and a seed of hours would end in "training
+    finished but ... was not written"."""
+    if not token.is_file():
+        raise RuntimeError(
+            f"the results folder {token.parent} is not the driver's here on rank 0's node "
+            f"({where.get('node', 'unknown')}): rank 0 writes the seed's result there and the "
+            "driver reads it from its own disk. Give --results-dir a folder on storage every "
+            "node shares (as --checkpoint-dir must be), or run the driver on rank 0's node")
+
+
 def train_seed(config: RunConfig, run=None) -> Path:
     """Train + evaluate one seed with Ray Train; returns the stored result's path. ``run``:
     the seed's ``SeedRun`` (made from ``config`` when not given)."""
@@ -203,7 +229,11 @@ def train_seed(config: RunConfig, run=None) -> Path:
     # latest complete checkpoint of an earlier, killed run of the same settings
     storage = run.prepare_checkpoints(fresh=run.result.is_file())
     run.record_start()  # the code it starts (or resumes) under, kept through resumes
-    _fit(_worker_entry, config, storage=storage, run=run)
+    token = driver_token(run.folder)
+    try:
+        _fit(_worker_entry, config, storage=storage, run=run, driver_token=str(token))
+    finally:
+        token.unlink(missing_ok=True)
     if not run.result.is_file():
         raise RuntimeError(f"training finished but {run.result} was not written; see the "
                            "worker logs")

@@ -9,6 +9,8 @@
 # With a package registry (default): installs the gpu extra (vLLM, its torch) into .venv-gpu,
 # then
 #   python   the interpreter vLLM's and the project's wheels need (3.11 or 3.12)
+#   plan     every paper preset's per-GPU memory plan on this card (python -m lab.gpu_plan):
+#            ZeRO-3 state, vLLM awake, KV tokens against the step's, the update's peak
 #   api      every vLLM call the engine makes exists with that signature (tests/test_vllm_api.py)
 #   engine   the engine alone (tests/test_vllm_real.py): first sync's probe gap, exact read-back
 #            after each sync, a stale step caught, the tied head's kernel, sampled log-probs vs
@@ -230,6 +232,8 @@ stage assets 120 0 "$py" -m harness.assets
 stage versions 60 0 "$py" -c "import torch, vllm; print(f'torch {torch.__version__}, vLLM \
 {vllm.__version__}, CUDA {torch.version.cuda}, GPU ' + (torch.cuda.get_device_name(0) \
 if torch.cuda.is_available() else 'none'))"
+# every paper preset's per-GPU plan on this card, before anything trains
+stage plan 60 0 "$py" -m lab.gpu_plan
 stage api 120 0 "$py" -m pytest -q -p no:cacheprovider tests/test_vllm_api.py
 # engine: 208 s of the former 240 s limit were seen on a loaded CPU (35 s idle, with the api
 # stage's tests): 300 s keeps a margin

@@ -274,3 +274,18 @@ def test_a_skipped_sync_after_an_update_is_refused_before_sampling(tmp_path, pro
     trainer.version += 1  # an update the engine never received
     with pytest.raises(RuntimeError, match="weight sync was skipped after an update"):
         trainer.collect(0)
+
+
+# --- several nodes: the result must land on the driver's disk -------------------------------
+
+def test_rank_zero_refuses_a_results_folder_the_driver_cannot_read(tmp_path):
+    """The driver's token, written in the seed's folder before the fit, must be visible where
+    rank 0 runs; a node-local folder on another node is refused before any training (the
+    two-node Ray test in test_trainer.py passes this check on shared storage)."""
+    from harness.backend import check_driver_disk, driver_token
+
+    token = driver_token(tmp_path / "results" / "seed-folder")
+    check_driver_disk(token, {"node": "n1"})  # the same disk: nothing to say
+    elsewhere = tmp_path / "other-node" / token.name  # what rank 0 sees on another node's disk
+    with pytest.raises(RuntimeError, match="not the driver's here on rank 0's node \\(n2\\)"):
+        check_driver_disk(elsewhere, {"node": "n2"})

@@ -88,3 +88,22 @@ def test_a_model_folders_config_is_read(tmp_path):
     assert shape.params == 1000 * 64 + 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128
                                             + 2 * 64) + 64
     assert vllm_plan.shape_of(str(tmp_path / "unknown")) is None
+
+
+def test_the_gpu_checks_plan_stage_plans_every_paper_preset(capsys, monkeypatch):
+    from harness.presets import PRESETS, Preset
+    from lab import gpu_plan
+
+    assert gpu_plan.main([]) == 0
+    out = capsys.readouterr().out
+    for name in ("paper-sql-3b", "paper-sql-7b", "paper-if-qwen2.5-7b", "paper-if-qwen3-4b",
+                 "paper-tool-1.5b", "paper-tool-3b"):
+        assert f"\n{name}:\n" in out
+    assert "DOES NOT FIT" not in out
+    # a preset made not to fit fails the stage, naming the setting
+    base = PRESETS.get("paper-tool-3b")
+    monkeypatch.setitem(PRESETS._entries, "paper-tool-3b-huge", Preset(
+        "paper-tool-3b-huge", "test", {**base.overrides, "micro_batch_size": 64}))
+    assert gpu_plan.main(["paper-tool-3b-huge"]) == 1
+    huge = capsys.readouterr().out
+    assert "DOES NOT FIT" in huge and "lower --micro-batch-size" in huge
