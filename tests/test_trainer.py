@@ -283,3 +283,57 @@ def test_a_two_node_cluster_spreads_the_workers_and_matches_one_node(tmp_path):
     drop = ("time/", "gpu/")
     assert [{k: v for k, v in row.items() if not k.startswith(drop)} for row in two_log] == \
         [{k: v for k, v in row.items() if not k.startswith(drop)} for row in one_log]
+
+
+@pytest.mark.slow
+def test_a_worker_on_a_node_whose_disk_lacks_the_results_folder_refuses_before_training(
+        tmp_path):
+    """Two nodes whose disks differ where the results go: the second node runs in a mount
+    namespace of its own with an empty file system over the results folder (a node-local
+    disk), the head node has no CPU for workers, so rank 0 runs on the second node. It refuses
+    before training, naming the folder, instead of writing the result where the driver never
+    reads it."""
+    import os
+    import shutil
+    import signal
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from lab import cli
+
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespaces here (unshare -m)")
+    results = tmp_path / "results"
+    results.mkdir()
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    node = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         f'mount -t tmpfs tmpfs "{results}" && exec "{ray_cli}" start --address '
+         f'"{cluster.address}" --num-cpus 2 --block'],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import time
+
+        ray.init(address=cluster.address)
+        deadline = time.monotonic() + 120
+        while sum(n["Alive"] for n in ray.nodes()) < 2:  # the second node has joined
+            assert time.monotonic() < deadline, "the second Ray node did not start"
+            time.sleep(1)
+        ray.shutdown()
+        flags = ["run", "--task", "toy", "--plugin", TOY, "--workers", "1",
+                 "--results-dir", str(results), "--checkpoint-dir", str(tmp_path / "ck"),
+                 "--ray-address", cluster.address]
+        for name, value in TINY.items():
+            flags += [f"--{name.replace('_', '-')}", str(value)]
+        with pytest.raises(RuntimeError, match="is not the driver's here on rank 0's node"):
+            cli.main(flags)
+    finally:
+        ray.shutdown()
+        os.killpg(node.pid, signal.SIGTERM)
+        node.wait(60)
+        cluster.shutdown()
+    assert not list(results.rglob("seed0.json"))
