@@ -289,3 +289,19 @@ def test_rank_zero_refuses_a_results_folder_the_driver_cannot_read(tmp_path):
     elsewhere = tmp_path / "other-node" / token.name  # what rank 0 sees on another node's disk
     with pytest.raises(RuntimeError, match="not the driver's here on rank 0's node \\(n2\\)"):
         check_driver_disk(elsewhere, {"node": "n2"})
+
+
+def test_no_committed_seed_would_have_been_stopped_by_the_gap_limit():
+    """The limit stops a missed sync, not a run as the committed seeds made it (lean engine,
+    bf16 sampling: the absolute tolerance decides; the worst is at 0.69 of it)."""
+    from harness.train.update import gap_limit
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    checked = 0
+    for log in root.rglob("seed*.train.jsonl"):
+        gaps = [r["rollout/logprob_gap"] for r in map(json.loads, log.read_text().splitlines())
+                if "rollout/logprob_gap" in r]
+        for g in gaps[1:]:
+            assert g <= gap_limit(gaps[0], 0.05), (log, gaps)
+        checked += len(gaps) > 1
+    assert checked >= 50

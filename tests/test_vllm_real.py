@@ -346,14 +346,37 @@ def test_two_grpo_steps_through_ray_train_and_zero3_then_an_evaluation(tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(BUILD.device != "cpu", reason="the GPU check runs its own training stage")
+def test_a_run_whose_steps_skip_their_sync_with_sleep_declared(tmp_path):
+    """The first GPU run's crash, on this CPU: sleep declared as the CUDA build declares it
+    (tests/plugins/vllm_sleep_declared.py), the untrained model on BFCL (no reward signal, so
+    every step skips its update and sync), two steps and the final evaluation. Each
+    generation must wake the engine it slept after."""
+    plugin = str(ROOT / "tests" / "plugins" / "vllm_sleep_declared.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--engine", "vllm-sleep-declared", "--plugin",
+         plugin, "--method", "grpo", "--task", "bfcl", "--preset", "smoke", "--steps", "2",
+         "--eval-limit", "4", "--results-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (log,) = tmp_path.glob("bfcl/grpo/*/*/seed0.train.jsonl")
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    assert steps[0].get("sync/skipped") == 1.0  # the step the first GPU run would die after
+    assert len(log.with_name("seed0.predictions.jsonl").read_text().splitlines()) == 4
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(BUILD.device != "cpu", reason="on a GPU the check runs for real")
 def test_the_gpu_check_rehearses_on_this_cpu_up_to_its_first_cuda_stage():
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu"], cwd=ROOT,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for stage in ("python", "assets", "versions", "api", "engine"):
-        assert f"== {stage} (limit" in done.stdout and f"   {stage}: done in" in done.stdout
+    for stage in ("python", "assets", "versions", "plan", "api", "engine"):
+        assert f"== {stage} (limit" in done.stdout and f"   {stage}: passed" in done.stderr
     assert "== train: needs CUDA; on a GPU this check would run next" in done.stdout
+    report = (ROOT / "runs/gpu-check/report.md").read_text()  # one file a reader needs
+    assert "| engine | passed |" in report and "| train | needs CUDA: not run here |" in report
+    assert "## versions" in report and "vLLM 0.32" in report
     shown = " ".join(done.stdout.split())
     assert "--task ifeval --method grpo --engine vllm --use-gpu" in shown and "--steps 3" in shown
     assert (ROOT / "runs/gpu-check/engine.log").is_file()
