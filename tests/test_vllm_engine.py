@@ -758,7 +758,9 @@ def test_the_offline_check_installs_with_target_and_stops_before_cuda_on_a_cpu(t
                       "--python", sys.executable, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     for stage in ("python", "install", "imports"):
-        assert f"== {stage} (limit" in done.stdout and f"   {stage}: done in" in done.stdout
+        assert f"== {stage} (limit" in done.stdout and f"   {stage}: passed" in done.stderr
+    report = (Path(__file__).resolve().parents[1] / "runs/gpu-check/report.md").read_text()
+    assert "| imports | passed |" in report and "| hf-zero0 | needs CUDA" in report
     assert "== hf-zero0: needs CUDA; on a GPU this check would run next" in done.stdout
     root = Path(__file__).resolve().parents[1]
     assert (root / "runs/gpu-check/site/gpucheckprobe/__init__.py").is_file()
