@@ -73,9 +73,10 @@ fi
 # each stage's output. Ray runs in a temporary folder of this check's own, so the logs copied
 # on failure are its cluster's, never another job's on a shared machine.
 report="$out/report.md"
-mkdir -p "$out"
+if [ "$dry" = 0 ] || [ "$cpu" = 1 ]; then  # a plain dry run prints its plan and writes nothing
 export RAY_TMPDIR
 RAY_TMPDIR=$(mktemp -d /tmp/gpucheck-ray.XXXXXX)
+mkdir -p "$out"
 {
     echo "# GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo
@@ -90,8 +91,10 @@ finish_report() {
         { echo; echo "## $(basename "$log" .log)"; echo; echo '```'; tail -n 15 "$log"; echo '```'; } >> "$report"
     done
     echo "gpu_check: the report is $report"
+    rm -rf "$RAY_TMPDIR"  # what a failure needed of it is copied into $out/ray-logs
 }
 trap finish_report EXIT
+fi
 
 # stage NAME CPU_SECONDS CUDA_ONLY CMD...: run CMD (scripts/stage.py) under a limit on its own
 # CPU time (a busy machine barely changes it), with a wall-clock backstop of 4 x that which a
