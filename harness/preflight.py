@@ -296,25 +296,12 @@ def stored_problems(run) -> list[str]:
 
 def checkpoint_problems(run) -> list[str]:
     """A seed's checkpoint folder written by other settings (or another number of workers)
-    would stop the run when its seed starts, after Ray: refused here instead."""
-    import json
-
-    from harness.seedrun import SETTINGS_FILE
-
-    out = []
-    for seed_run in run.seed_runs():
-        marker = seed_run.checkpoints / SETTINGS_FILE
-        if not marker.is_file() or (run.force and seed_run.result.is_file()):
-            continue  # none, or a forced rerun of a stored seed (it starts afresh)
-        try:
-            theirs = json.loads(marker.read_text())
-        except (OSError, ValueError):
-            theirs = None
-        ours = {"config_hash": seed_run.config_hash, "workers": run.config.training.workers}
-        if theirs != ours:
-            out.append(f"{seed_run.checkpoints} holds checkpoints of other settings ({theirs}, "
-                       f"this run's {ours}); delete it, or give another --checkpoint-dir")
-    return out
+    would stop the run when its seed starts, after Ray: refused here instead, with the one
+    message ``SeedRun.checkpoint_problem`` gives for it."""
+    return [problem for seed_run in run.seed_runs()
+            # a forced rerun of a stored seed starts afresh
+            if not (run.force and seed_run.result.is_file())
+            for problem in [seed_run.checkpoint_problem()] if problem]
 
 
 def problems(run) -> list[str]:

@@ -70,17 +70,32 @@ class SeedRun:
         if fresh:
             self.clear_checkpoints()
         marker = self.checkpoints / SETTINGS_FILE
-        ours = {"config_hash": self.config_hash, "workers": self.config.training.workers}
-        if marker.is_file():
-            theirs = json.loads(marker.read_text())
-            if theirs != ours:
-                raise ValueError(f"{self.checkpoints} holds checkpoints of other settings "
-                                 f"({theirs}, ours {ours}); delete it, or rerun with --force to "
-                                 "start afresh")
-        else:
+        problem = self.checkpoint_problem()
+        if problem:  # the preflight's own message: a direct caller that skipped it
+            raise ValueError(problem)
+        if not marker.is_file():
             self.checkpoints.mkdir(parents=True, exist_ok=True)
-            marker.write_text(json.dumps(ours))
+            marker.write_text(json.dumps(self._checkpoint_settings()))
         return self.checkpoints
+
+    def _checkpoint_settings(self) -> dict:
+        return {"config_hash": self.config_hash, "workers": self.config.training.workers}
+
+    def checkpoint_problem(self) -> str | None:
+        """The one message for a checkpoint folder that other settings wrote (None: none, or
+        this run's own); ``harness.preflight`` reports it before Ray starts."""
+        marker = self.checkpoints / SETTINGS_FILE
+        if not marker.is_file():
+            return None
+        try:
+            theirs = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            theirs = None
+        ours = self._checkpoint_settings()
+        if theirs == ours:
+            return None
+        return (f"{self.checkpoints} holds checkpoints of other settings ({theirs}, this "
+                f"run's {ours}); delete it, or give another --checkpoint-dir")
 
     # --- provenance --------------------------------------------------------------------------
     def record_start(self) -> dict:

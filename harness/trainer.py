@@ -54,9 +54,9 @@ class Trainer:
         t = config.training
         # the same checks as before Ray started, now with the process group's actual size
         # (an in-process Trainer was never validated)
-        problems = checks.settings_problems(config, world=self.world, on_worker=True)
-        if problems:
-            raise ValueError("settings that cannot work:\n  - " + "\n  - ".join(problems))
+        from harness.preflight import raise_if
+
+        raise_if(checks.settings_problems(config, world=self.world, on_worker=True))
         self.local_n = checks.local_responses(config, self.world)
         torch.manual_seed(config.seed)
         source = policy_source(config)  # the base model, or its cached warm start

@@ -184,8 +184,14 @@ def test_checkpoints_of_other_settings_are_never_resumed(tmp_path):
     assert SeedRun.of(other).checkpoints != folder  # another setting has its own folder anyway
     # a folder whose marker says otherwise (settings edited under the same name) is refused
     (folder / SETTINGS_FILE).write_text(json.dumps({"config_hash": "x", "workers": 1}))
-    with pytest.raises(ValueError, match="checkpoints of other settings"):
+    with pytest.raises(ValueError, match="checkpoints of other settings") as refused:
         run.prepare_checkpoints()
+    # one condition, one message: the preflight's, which says the same before Ray starts
+    from harness.preflight import checkpoint_problems
+    from harness.run import of_config
+
+    assert checkpoint_problems(of_config(config, (config.seed,))) == [str(refused.value)]
+    assert "give another --checkpoint-dir" in str(refused.value)
     assert run.prepare_checkpoints(fresh=True) == folder  # --force starts afresh
 
 
