@@ -42,17 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for name in names:
         config = cfg.resolve(name, {})
-        found = vllm_plan.for_config(config)
+        found = vllm_plan.for_config(config, card)
         if found is None:
             print(f"{name}: no shape known for {config.model.model}")
             ok = False
             continue
-        plan = vllm_plan.plan(vllm_plan.shape_of(config.model.model)[0], config, card)
+        plan, source = found
         print(f"{name}:")
-        for line in vllm_plan.lines(plan, found[1]):
+        for line in vllm_plan.lines(plan, source):
             print("  " + line)
-        r = config.rollout
-        for problem in vllm_plan.problems(plan, r.max_prompt_tokens + r.max_response_tokens):
+        for problem in vllm_plan.problems(plan):
             print(f"  DOES NOT FIT: {problem}")
             ok = False
     return 0 if ok else 1

@@ -25,16 +25,19 @@ def findings(rows: list[dict]) -> list[tuple[bool, str]]:
              and r.get("rollout/logprob_gap") is not None]
     gaps = [r["rollout/logprob_gap"] for r in rows if r["step"] in after]
     by_step = {r["step"]: r for r in rows}
+    if not synced:
+        sync = "no sync read back after an optimizer step (vllm/readback_tensors)"
+    elif unsynced:
+        sync = (f"updated at steps {unsynced} without a sync read back there "
+                "(vllm/readback_tensors): every update must reach the engine")
+    else:
+        sync = (f"synced and read back after every update: steps {synced} "
+                f"({by_step[synced[0]]['vllm/readback_tensors']:.0f} tensors)")
     return [
         (bool(updated), f"optimizer steps at steps {updated}" if updated else
          "no optimizer step: no response had an advantage (a task and preset without reward "
          "signal at these steps tests no sync)"),
-        (bool(synced) and not unsynced,
-         f"updated at steps {unsynced} without a sync read back there "
-         "(vllm/readback_tensors): every update must reach the engine" if synced and unsynced
-         else f"synced and read back after every update: steps {synced} "
-         f"({by_step[synced[0]]['vllm/readback_tensors']:.0f} tensors)"
-         if synced else "no sync read back after an optimizer step (vllm/readback_tensors)"),
+        (bool(synced) and not unsynced, sync),
         (bool(after), f"sampler-vs-policy gap measured after an update at steps {after}: "
          f"{', '.join(f'{g:.2e}' for g in gaps)}" if after else
          "no sampler-vs-policy gap (rollout/logprob_gap) measured on a step after the first "

@@ -16,7 +16,7 @@ def test_the_shape_of_qwen25_3b_by_hand():
              + 3 * 2048 * 11008 + 2 * 2048)  # gated MLP, two norms
     assert layer == 77_076_992
     assert s.params == embed + 36 * layer + 2048 == 3_085_938_688  # 3.09B, tied head
-    assert s.kv_bytes_per_token == 2 * 36 * 2 * 128 * 2 == 36_864
+    assert s.kv_bytes_per_token() == 2 * 36 * 2 * 128 * 2 == 36_864
     # an untied head counts the vocabulary twice; Qwen3 has no q/k/v bias
     seven = vllm_plan.PUBLISHED["Qwen2.5-7B-Instruct"]
     assert seven.params == pytest.approx(7.62e9, rel=0.01)
@@ -34,20 +34,21 @@ def test_the_3b_tool_presets_plan_by_hand():
     # 512 prompts over 8 GPUs, each group's 2,048-token prompt cached once, 4 x 1,024 responses
     assert (c.rollout.max_prompt_tokens, c.rollout.max_response_tokens) == (2048, 1024)
     assert p.step_tokens == 64 * (2048 + 4 * 1024) == 393_216
+    assert p.request_tokens == 2048 + 1024
     # micro-batch 4 x 3,072 tokens: fp32 logits and log-softmax, checkpointed activations
     per_layer = 4 * 3072 * 2048
     assert p.update_peak == 4 * 3072 * 151936 * 8 + 36 * per_layer * 2 + per_layer * 34
-    assert vllm_plan.problems(p, 3072) == []
+    assert vllm_plan.problems(p) == []
 
 
 def test_a_plan_past_the_card_is_refused_with_its_fix():
     shape = vllm_plan.PUBLISHED["Qwen2.5-7B-Instruct"]
     greedy = vllm_plan.plan(shape, cfg.resolve("paper-if-qwen2.5-7b", {"vllm_gpu_memory": 0.95}))
-    assert any("lower --vllm-gpu-memory" in x for x in vllm_plan.problems(greedy, 3072))
+    assert any("lower --vllm-gpu-memory" in x for x in vllm_plan.problems(greedy))
     big = vllm_plan.plan(shape, cfg.resolve("paper-if-qwen2.5-7b", {"micro_batch_size": 32}))
-    assert any("lower --micro-batch-size" in x for x in vllm_plan.problems(big, 3072))
+    assert any("lower --micro-batch-size" in x for x in vllm_plan.problems(big))
     small = vllm_plan.plan(shape, cfg.resolve("paper-if-qwen2.5-7b", {"vllm_gpu_memory": 0.15}))
-    assert any("leaves no KV cache" in x for x in vllm_plan.problems(small, 3072))
+    assert any("leaves no KV cache" in x for x in vllm_plan.problems(small))
 
 
 @pytest.mark.parametrize("name", ["paper-sql-3b", "paper-sql-7b", "paper-if-qwen2.5-7b",
@@ -56,8 +57,8 @@ def test_every_paper_preset_fits_an_80gb_card(name):
     c = cfg.resolve(name, {})
     p, source = vllm_plan.for_config(c)
     assert "published config" in source
-    assert vllm_plan.problems(p, c.rollout.max_prompt_tokens + c.rollout.max_response_tokens) \
-        == []
+    assert p.request_tokens == c.rollout.max_prompt_tokens + c.rollout.max_response_tokens
+    assert vllm_plan.problems(p) == []
 
 
 def test_the_check_refuses_and_the_dry_run_prints_the_plan(capsys):

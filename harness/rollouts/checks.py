@@ -58,7 +58,7 @@ def vllm_problems(config, here: bool = True, cuda: bool | None = None) -> list[s
 
         found = vllm_plan.for_config(config)  # the per-GPU plan must fit the card
         if found:
-            out += vllm_plan.problems(found[0], r.max_prompt_tokens + r.max_response_tokens)
+            out += vllm_plan.problems(found[0])
     if r.vllm_sync_bucket_mb < 1 or r.vllm_check_every < 0 or r.vllm_sync_tolerance < 0:
         out.append("vllm_sync_bucket_mb must be 1 or more, vllm_check_every and "
                    "vllm_sync_tolerance >= 0")

@@ -5,11 +5,12 @@ sleep by itself where the build can (weights offloaded, KV cache freed, so the t
 has the GPU for replays and the update; the CPU build declares no sleep) -> the weight sync:
 the weights woken, vLLM's in-place ``reload_weights`` fed by a generator that gathers the ZeRO-3
 parameters bucket by bucket (HF names, every one checked against the model's before any is
-sent), the KV cache woken, the prefix cache reset -> two checks: an exact read-back (integer checksums of the bits of every
-engine parameter that keeps its HF name and shape, against the bf16-rounded policy's: one
-stale step flips the rounding of a share of a large tensor's elements) and the log-prob probe
-(the engine's log-probs of a fixed text against the policy's: the first sync's gap is the two
-stacks' own and is reported; a later sync's gap past it plus the tolerance fails).
+sent), the KV cache woken, the prefix cache reset -> two checks: an exact read-back (integer
+checksums of the bits of every engine parameter that keeps its HF name and shape, against the
+bf16-rounded policy's: one stale step flips the rounding of a share of a large tensor's
+elements) and the log-prob probe (the engine's log-probs of a fixed text against the policy's:
+the first sync's gap is the two stacks' own and is reported; a later sync's gap past it plus
+the tolerance fails).
 
 The life-cycle rule (when the engine wakes and sleeps) is ``vllm_life``'s, written once there.
 

@@ -55,9 +55,9 @@ class Shape:
         layer = attention + 3 * h * self.intermediate + 2 * h
         return self.vocab * h * (1 if self.tied else 2) + self.layers * layer + h
 
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # keys and values, bf16
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """Keys and values of one token over every layer (bf16 by default)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
     @classmethod
     def of_config(cls, c: dict) -> "Shape":
@@ -104,6 +104,7 @@ class Plan:
     kv_tokens: int
     step_tokens: int
     update_peak: int
+    request_tokens: int  # one request's longest: prompt + response
     card: int = CARD_BYTES
 
     @property
@@ -133,8 +134,9 @@ def plan(shape: Shape, config, card: int = CARD_BYTES) -> Plan:
     activations = (shape.layers * per_layer * 2 + per_layer * ACTIVATION_BYTES
                    if t.gradient_checkpointing else shape.layers * per_layer * ACTIVATION_BYTES)
     return Plan(zero3=shape.params * ZERO3_BYTES_PER_PARAM // t.workers, vllm_awake=awake,
-                vllm_weights=weights, kv=kv, kv_tokens=kv // shape.kv_bytes_per_token,
-                step_tokens=step_tokens, update_peak=logits + activations, card=card)
+                vllm_weights=weights, kv=kv, kv_tokens=kv // shape.kv_bytes_per_token(),
+                step_tokens=step_tokens, update_peak=logits + activations,
+                request_tokens=length, card=card)
 
 
 def gib(n: int) -> str:
@@ -158,7 +160,7 @@ def lines(p: Plan, source: str) -> list[str]:
     ]
 
 
-def problems(p: Plan, length: int) -> list[str]:
+def problems(p: Plan) -> list[str]:
     """What would not fit the card: each with the setting to change."""
     out = []
     if p.generating > p.card:
@@ -172,15 +174,16 @@ def problems(p: Plan, length: int) -> list[str]:
     if p.kv <= 0:
         out.append(f"vLLM's share ({gib(p.vllm_awake)}) leaves no KV cache after its weights "
                    f"({gib(p.vllm_weights)}): raise --vllm-gpu-memory")
-    elif p.kv_tokens < length:
+    elif p.kv_tokens < p.request_tokens:
         out.append(f"vLLM's KV cache holds {p.kv_tokens:,} tokens, fewer than one request of "
-                   f"{length:,}: raise --vllm-gpu-memory or --vllm-kv-cache-gb")
+                   f"{p.request_tokens:,}: raise --vllm-gpu-memory or --vllm-kv-cache-gb")
     return out
 
 
-def for_config(config) -> tuple[Plan, str] | None:
-    """The run's plan and its shape's source, for a run on GPUs whose model's shape is known."""
+def for_config(config, card: int = CARD_BYTES) -> tuple[Plan, str] | None:
+    """The run's plan on ``card`` and its shape's source, for a run on GPUs whose model's shape
+    is known."""
     if not config.training.use_gpu:
         return None
     found = shape_of(config.model.model)
-    return None if found is None else (plan(found[0], config), found[1])
+    return None if found is None else (plan(found[0], config, card), found[1])

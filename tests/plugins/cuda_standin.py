@@ -31,6 +31,7 @@ from types import SimpleNamespace
 import torch
 
 from harness.rollouts import ENGINES, EngineEntry
+from harness.rollouts.vllm_plan import Shape
 
 GIB = 2**30
 DEVICE_BYTES = 80 * GIB  # the simulated card: an 80 GB GPU, as the paper presets assume
@@ -58,13 +59,6 @@ class Device:
         self.mapped.pop(tag, None)
 
 
-def kv_bytes_per_token(config, dtype_bytes: int) -> int:
-    """Keys and values of one token over every layer."""
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return 2 * config.num_hidden_layers * heads * head_dim * dtype_bytes
-
-
 class StrictCudaLLM:
     """``vllm.LLM``'s surface as ``VLLMRollout`` uses it, with the CUDA build's state rules."""
 
@@ -81,7 +75,7 @@ class StrictCudaLLM:
         self.checkpoint = {n: p.detach().clone() for n, p in model.named_parameters()}
         self.llm_engine = SimpleNamespace(is_sleeping=lambda: bool(self.asleep))
         self.weights_bytes = sum(p.numel() for p in model.parameters()) * dtype_bytes
-        per_token = kv_bytes_per_token(model.config, dtype_bytes)
+        per_token = Shape.of_config(model.config.to_dict()).kv_bytes_per_token(dtype_bytes)
         # vLLM's start-up: the share of the card it may use must be free, the weights load,
         # what is left of the share is the KV cache (or the size asked for)
         free = self.device.free()
@@ -204,7 +198,7 @@ class StrictCudaLLM:
             return SimpleNamespace(prompt_logprobs=rows, outputs=[])
         from harness.rollouts.lean import filter_logits
 
-        gen = torch.Generator().manual_seed(sp.seed if sp.seed is not None else 0)
+        gen = torch.Generator()
         greedy = sp.temperature == 0
         stops = set(sp.stop_token_ids or ())
         outputs = []
