@@ -7,9 +7,30 @@ the known names with a "did you mean" suggestion.
 from __future__ import annotations
 
 import difflib
+from contextlib import contextmanager
 from typing import Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
+
+# Set while ``sealed()`` holds: the reads a resolved run's layers must not make.
+_SEALED: list[str] = []
+
+
+class ReadAfterResolution(RuntimeError):
+    """A registry was read while ``sealed()`` held: a layer below the resolved run looked a
+    name up instead of reading what the run resolved."""
+
+
+@contextmanager
+def sealed(why: str = "the run is resolved"):
+    """Registries of names a run's settings give refuse every read inside this block (the
+    tests' guard that what runs after ``harness.run.resolve`` reads the ``Run``, not the
+    registries)."""
+    _SEALED.append(why)
+    try:
+        yield
+    finally:
+        _SEALED.pop()
 
 
 class UnknownNameError(KeyError):
@@ -59,17 +80,26 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 class Registry(Generic[T]):
     """A named collection of entries of one kind (``kind`` is used in error messages)."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
+    def __init__(self, kind: str, of_settings: bool = True) -> None:
+        """``of_settings``: its names come from a run's settings, so ``sealed`` refuses its
+        reads (False: from data items, e.g. an instruction's checker, read per item)."""
+        self.kind, self.of_settings = kind, of_settings
         self._entries: dict[str, T] = {}
+        self.version = 0  # registrations so far: what is derived from it is made once each
 
     def add(self, name: str, entry: T) -> T:
         if name in self._entries:
             raise DuplicateNameError(self.kind, name)
         self._entries[name] = entry
+        self.version += 1
         return entry
 
+    def _read(self, what: str) -> None:
+        if _SEALED and self.of_settings:
+            raise ReadAfterResolution(f"{self.kind} registry read ({what}) after {_SEALED[-1]}")
+
     def get(self, name: str) -> T:
+        self._read(repr(name))
         try:
             return self._entries[name]
         except KeyError:
@@ -83,9 +113,11 @@ class Registry(Generic[T]):
         return f"unknown {self.kind} {name!r}.{hint} Known {self.kind}s: {known}"
 
     def names(self) -> list[str]:
+        self._read("names")
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
+        self._read(f"{name!r} in")
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
@@ -93,3 +125,23 @@ class Registry(Generic[T]):
 
     def items(self) -> list[tuple[str, T]]:
         return [(n, self._entries[n]) for n in self.names()]
+
+
+def derived(*registries: Registry):
+    """Decorate ``fn(*args)`` derived from these registries' entries (the option classes, the
+    flags): computed once per state of them, so a resolved run's readers list nothing again."""
+    def wrap(fn):
+        cache: dict = {}
+
+        def cached(*args):
+            state = tuple(r.version for r in registries)
+            if cache.get(None) != state:  # something registered since: derive again
+                cache.clear()
+                cache[None] = state
+            if args not in cache:
+                cache[args] = fn(*args)
+            return cache[args]
+
+        cached.__doc__, cached.__name__, cached.__wrapped__ = fn.__doc__, fn.__name__, fn
+        return cached
+    return wrap

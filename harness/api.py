@@ -53,7 +53,7 @@ def run(method: str, task: str, seeds: int | Sequence[int] = 1, preset: str = "s
     if not chosen or min(chosen) < 0 or len(set(chosen)) != len(chosen):
         raise ValueError(f"seeds {seeds!r}: give a count >= 1 or distinct seeds >= 0")
     checked = resolve(method, task, chosen, preset, force, **fields)
-    run_seeds(checked.config, pending_seeds(checked.config, chosen, force), force=force)
+    run_seeds(checked, pending_seeds(checked), force=force)
     return [with_files(seed_run) for seed_run in checked.seed_runs()]
 
 

@@ -67,8 +67,7 @@ def _sft_entry(loop_config: dict) -> None:
     orphan.arm()  # an orphan of a killed job stops instead of writing the warm start
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
-    config = runs.from_stored(loop_config["config"]).config
-    sft_worker(config, loop_config["probe"], reporter_factory=worker_reporter,
+    sft_worker(runs.from_stored(loop_config["config"]), loop_config["probe"], reporter_factory=worker_reporter,
                probe_steps=tuple(loop_config["probe_steps"]))
 
 
@@ -171,26 +170,21 @@ def _fit(entry, config: RunConfig, storage: Path | None = None, **payload) -> No
                            f"{ray_log_hint()})") from exc
 
 
-def warm_start(config: RunConfig, probe_prompts: int = 0, probe_steps: tuple[int, ...] = ()
-               ) -> Path:
-    """Train the run's warm start with Ray Train unless its folder is cached; its path."""
+def warm_start(run, probe_prompts: int = 0, probe_steps: tuple[int, ...] = ()) -> Path:
+    """Train the run's warm start with Ray Train unless its folder is cached; its path (the
+    check before Ray refused demonstrations that are benchmark items)."""
     from harness.warmstart import cache
 
-    from harness.warmstart.data import content_hash, demonstrations
-    from harness.warmstart.sft import check_no_benchmark_items
-
-    demos = demonstrations(config)  # once: for the cache key and for the benchmark check
-    path = cache.folder(config, content_hash(demos))
+    path = run.warm_start_folder
     if cache.is_complete(path):
         return path
     from filelock import FileLock
 
-    check_no_benchmark_items(config, demos)  # before any worker starts
     path.parent.mkdir(parents=True, exist_ok=True)
     # seeds started side by side share one warm start: the second waits for the first's
     with FileLock(str(path) + ".lock"):
         if not cache.is_complete(path):
-            _fit(_sft_entry, config, probe=probe_prompts, probe_steps=list(probe_steps))
+            _fit(_sft_entry, run.config, probe=probe_prompts, probe_steps=list(probe_steps))
     if not cache.is_complete(path):
         raise RuntimeError(f"the warm start finished but {path} was not written; see the worker "
                            "logs")

@@ -2,15 +2,14 @@
 (``harness.preflight.problems``), and what a training worker checks again with the actual
 world size.
 
-``settings_problems`` looks at the config alone (value types first); ``verifier_info_problems``
-at the loaded training examples (a method that replays verifier information needs it on every
+Each takes the resolved ``harness.run.Run`` and reads the method, task and engine it resolved
+(no name is looked up again). ``settings_problems`` looks at the settings (value types first);
+``verifier_info_problems`` at the loaded training examples (a method that replays verifier information needs it on every
 example). Both return every problem at once, so that one failed start lists all there is to fix.
 """
 from __future__ import annotations
 
 from typing import Sequence
-
-from common.options import values_of
 
 from harness.config import RunConfig
 
@@ -25,9 +24,9 @@ def _group_method(method) -> bool:
     return method.pg_term
 
 
-def local_responses(config: RunConfig, world: int) -> int:
+def local_responses(run, world: int) -> int:
     """Responses one worker trains on per step: its whole groups."""
-    r = config.rollout
+    r = run.config.rollout
     return r.prompts_per_step // max(world, 1) * r.group_size
 
 
@@ -60,20 +59,18 @@ def type_problems(config: RunConfig) -> list[str]:
     return out
 
 
-def settings_problems(config: RunConfig, world: int | None = None,
-                      on_worker: bool = False) -> list[str]:
+def settings_problems(run, world: int | None = None, on_worker: bool = False) -> list[str]:
     """``world``: the number of workers that will share each step (default: the config's
     ``workers``; a trainer passes the process group's actual size). ``on_worker``: checked
     in a training worker; the driver of a run that joins a cluster (``--ray-address``) may have
     no GPU itself, so it leaves the device checks to the workers."""
-    import methods
     from harness.loss import AGG_MODES
 
+    config = run.config
     out: list[str] = type_problems(config)
     if out:  # the checks below compare these values as numbers
         return out
-    r, t, m = config.rollout, config.training, config.method
-    method = methods.get(m.method)  # unknown names fail here, with the known ones listed
+    r, t, m, method = config.rollout, config.training, config.method, run.method
     if r.group_size < 1:
         out.append(f"group_size is {r.group_size}; use --group-size 2 or more")
     elif r.group_size == 1 and _group_method(method):
@@ -94,7 +91,7 @@ def settings_problems(config: RunConfig, world: int | None = None,
         out.append(f"steps is {t.steps}; use --steps 0 (evaluate only) or more")
     if t.ppo_mini_batches < 1 or t.ppo_epochs < 1:
         out.append("ppo_epochs and ppo_mini_batches must be 1 or more")
-    elif (local := local_responses(config, world)) % t.ppo_mini_batches:
+    elif (local := local_responses(run, world)) % t.ppo_mini_batches:
         out.append(f"each worker's {local} responses per step cannot be split into "
                    f"{t.ppo_mini_batches} equal mini-batches; use --ppo-mini-batches dividing "
                    f"{local}")
@@ -128,10 +125,10 @@ def settings_problems(config: RunConfig, world: int | None = None,
            r.eval_batch_size) < 1:
         out.append("max_prompt_tokens, max_response_tokens, eval_max_response_tokens and "
                    "eval_batch_size must be 1 or more")
-    out += method.problems(config.method)  # the method's own options check themselves
-    out += family_problems(config)
+    out += method.problems(run.options)  # the method's own options check themselves
+    out += run.family_options.problems() if run.family_options is not None else []
     here = on_worker or not t.ray_address
-    out += model_problems(config, here) + device_problems(config, here)
+    out += model_problems(run, here) + device_problems(run, here)
     if t.save_every < 0 or t.keep_checkpoints < 1 or t.max_failures < 0:
         out.append("save_every and max_failures must be >= 0 (0 = off), keep_checkpoints >= 1")
     if config.task.eval_limit < 0:
@@ -157,18 +154,19 @@ def settings_problems(config: RunConfig, world: int | None = None,
     return out
 
 
-def family_problems(config: RunConfig) -> list[str]:
-    """The run's task family's own options check themselves."""
-    from tasks import TASKS
-    from tasks.registry import FAMILY_OPTIONS
-
-    family = TASKS.get(config.task.task).family
-    if family not in FAMILY_OPTIONS:
+def worker_problems(run, world: int) -> list[str]:
+    """What a training worker checks of a run the driver checked: only the facts it alone
+    sees. Its process group's size, when it is not the ``--workers`` the driver checked; and,
+    when the driver joined a cluster (``--ray-address``: it left the model folder, the CUDA
+    devices and the installs to the workers), this machine's. Otherwise nothing: the driver's
+    check stands."""
+    t = run.config.training
+    if world == t.workers and not t.ray_address:
         return []
-    return values_of(config.task, FAMILY_OPTIONS.get(family)).problems()
+    return settings_problems(run, world=world, on_worker=True)
 
 
-def model_problems(config: RunConfig, here: bool = True) -> list[str]:
+def model_problems(run, here: bool = True) -> list[str]:
     """The model must be embedded, a folder holding an HF model (``config.json``), or (online)
     a hub id; a paper preset (``Preset.published``) trains a model folder, never an embedded
     stand-in. ``here``: see ``device_problems`` (on a cluster the folder may exist on the
@@ -176,10 +174,10 @@ def model_problems(config: RunConfig, here: bool = True) -> list[str]:
     from pathlib import Path
 
     from harness.models import EMBEDDED
-    from harness.presets import published
 
+    config = run.config
     m = config.model
-    if published(config.preset) and m.model in EMBEDDED:
+    if run.preset.published and m.model in EMBEDDED:
         return [f"preset {config.preset!r} trains a paper model, not the embedded {m.model!r}; "
                 "pass --model FOLDER (an HF model folder) or --model-dir DIR holding it"]
     if not here or m.model in EMBEDDED:
@@ -197,36 +195,29 @@ def model_problems(config: RunConfig, here: bool = True) -> list[str]:
             f"--model-dir DIR (a folder holding {Path(m.model).name}/) or --model FOLDER"]
 
 
-def cuda_available(config: RunConfig, here: bool = True) -> bool | None:
+def cuda_available(run, here: bool = True) -> bool | None:
     """Whether this machine has a CUDA device; None when not asked (no GPU setting, an engine
     that does not care) or not this machine's to say (a cluster's driver)."""
-    from harness.rollouts import ENGINES
-
-    name = config.rollout.engine
-    entry = ENGINES.get(name) if name in ENGINES.names() else None
-    if here and (config.training.use_gpu or (entry is not None and entry.probes_cuda)):
+    if here and (run.config.training.use_gpu or run.engine.probes_cuda):
         import torch
 
         return torch.cuda.is_available()
     return None
 
 
-def device_problems(config: RunConfig, here: bool = True) -> list[str]:
+def device_problems(run, here: bool = True) -> list[str]:
     """GPU, rollout engine and placement settings. ``here``: the workers run on this machine,
     so its CUDA devices and its installs are theirs. Each engine checks its own settings
     (``EngineEntry.problems``): this module names none of them."""
-    from harness.rollouts import ENGINES
-
+    config = run.config
     r, t = config.rollout, config.training
     out = []
-    cuda = cuda_available(config, here)
+    cuda = cuda_available(run, here)
     if t.use_gpu and cuda is False:
         out.append("use_gpu is set but this machine has no CUDA device; use --no-use-gpu "
                    "(the smoke presets) or run on a GPU machine with the gpu extra")
-    if r.engine not in ENGINES.names():
-        out.append(f"unknown engine {r.engine!r}; use one of {', '.join(ENGINES.names())}")
-    elif ENGINES.get(r.engine).problems is not None:
-        out += ENGINES.get(r.engine).problems(config, here, cuda)
+    if run.engine.problems is not None:
+        out += run.engine.problems(config, here, cuda)
     if r.rollout_logprob_tolerance < 0:
         out.append(f"rollout_logprob_tolerance is {r.rollout_logprob_tolerance}; use >= 0")
     if t.placement_strategy not in PLACEMENTS:
@@ -240,37 +231,29 @@ def device_problems(config: RunConfig, here: bool = True) -> list[str]:
     return out
 
 
-def verifier_info_problems(config: RunConfig, train: Sequence) -> list[str]:
+def verifier_info_problems(run, train: Sequence) -> list[str]:
     """What the training examples lack for this method (checked on every example): a method
     with extra passes or loss terms re-reads responses under contexts built from each
     example's verifier information."""
-    import methods
-    from harness.data import get_task
-
-    method = methods.get(config.method.method)
-    readers = method.verifier_info_readers(config.method.options())
+    readers = run.method.verifier_info_readers(run.options)
     if not readers:
         return []
-    task = get_task(config)
     for example in train:
         if not example.verifier_info:
             passes = ", ".join(readers)
-            return [f"method {config.method.method!r} re-reads each response with and without "
+            return [f"method {run.method.name!r} re-reads each response with and without "
                     f"its verifiers' information ({passes}), and the training "
-                    f"examples of task {task.name!r} carry none (first: {example.id!r}); use a "
+                    f"examples of task {run.task.name!r} carry none (first: {example.id!r}); use a "
                     "method without extra passes or a task family that provides it"]
     return []
 
 
-def task_problems(config: RunConfig) -> list[str]:
+def task_problems(task, data_dir: str | None) -> list[str]:
     """What the task itself reports before training (its ``preflight``: e.g. a package its
     benchmark's evaluation code imports), so that a run cannot train and then fail to score."""
     from pathlib import Path
 
-    from harness.data import get_task
-
-    task = get_task(config)
     if task.preflight is None:
         return []
-    data_dir = Path(config.task.data_dir) if config.task.data_dir else None
-    return [f"task {task.name!r}: {p}" for p in task.preflight(data_dir)]
+    return [f"task {task.name!r}: {p}"
+            for p in task.preflight(Path(data_dir) if data_dir else None)]

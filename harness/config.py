@@ -13,14 +13,14 @@ from typing import Any
 
 import methods
 import tasks  # noqa: F401  (its families register their options)
-from common.registry import did_you_mean
+from common.registry import derived, did_you_mean
 from common.options import (from_section_dict, open_dataclass, option, option_fields,
                             section_dict, with_absent, with_values)
 from harness import plugins
 from harness.autovalues import auto_values
 from harness.presets import PRESETS
 from methods.base import make_options_class
-from tasks.registry import FAMILY_OPTIONS
+from tasks.registry import FAMILY_OPTIONS, family_classes
 
 
 @dataclass(frozen=True)
@@ -191,9 +191,7 @@ def _task_config() -> type:
         ("eval_seed", "int", option(1234, "seed of the --eval-limit subset (fixed across "
                                        "training seeds)")),
     ]
-    return open_dataclass("TaskConfig", __name__,
-                          lambda: [FAMILY_OPTIONS.get(f) for f in FAMILY_OPTIONS.names()],
-                          extra=base)
+    return open_dataclass("TaskConfig", __name__, family_classes, extra=base)
 
 
 TaskConfig = _task_config()
@@ -274,6 +272,7 @@ SECTION_TYPES = {"model": ModelConfig, "warmstart": WarmStartConfig, "rollout": 
                  "training": TrainingConfig, "method": MethodConfig, "task": TaskConfig}
 
 
+@derived(methods.METHODS, FAMILY_OPTIONS)
 def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     """flag name -> (section or None, field). Raises if two sections share a field name."""
     out: dict[str, tuple[str | None, dataclasses.Field]] = {}
@@ -297,6 +296,7 @@ TRL_NAMES = {
 }
 
 
+@derived(methods.METHODS, FAMILY_OPTIONS)
 def aliases() -> dict[str, str]:
     """Another name of a field -> its name: a renamed field's former names
     (``option(..., aliases=...)``) and TRL's names (``TRL_NAMES``)."""
@@ -339,9 +339,16 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
 
 
 def resolve(preset: str, overrides: dict[str, Any]) -> RunConfig:
-    """Defaults -> preset -> overrides."""
+    """Defaults -> preset -> overrides (the preset's own config is made once)."""
+    base = preset_config(preset)
+    return auto_values(apply_overrides(base, {**overrides, "preset": preset})) if overrides \
+        else base
+
+
+@derived(PRESETS, methods.METHODS, FAMILY_OPTIONS)
+def preset_config(preset: str) -> RunConfig:
     base = apply_overrides(RunConfig(), PRESETS.get(preset).overrides)
-    return auto_values(apply_overrides(base, {**overrides, "preset": preset}))
+    return auto_values(apply_overrides(base, {"preset": preset}))
 
 
 def identity_overrides(config: RunConfig) -> dict[str, Any]:

@@ -11,11 +11,6 @@ from tasks import TASKS, TRAIN_SETS
 from tasks.base import Example, Task, TrainSet
 
 
-def get_task(config: RunConfig) -> Task:
-    """The run's task, with its family options (``--sql-*``, ...) applied."""
-    return TASKS.get(config.task.task).configured(config.task)
-
-
 def intended_train_set(config: RunConfig) -> TrainSet:
     """The training set a run is for, from its settings alone (no file is read, so a plan can
     name a run's folder on a machine without the data): ``--train-data`` if given; else the
@@ -88,12 +83,12 @@ def offline_train_set(task_name: str) -> str | None:
     return None
 
 
-def load_train(config: RunConfig) -> list[Example]:
-    ts = choose_train_set(config)
-    data_dir = Path(config.task.data_dir) if config.task.data_dir else None
-    if ts.needs_data_dir and data_dir is None:
-        raise ValueError(f"training set {ts.name!r} is read from --data-dir: {ts.help}")
-    examples = ts.load(data_dir, config.seed)
+def load_train(run, seed: int | None = None) -> list[Example]:
+    """The examples of the training set the run chose (``Run.train_set``), drawn with ``seed``
+    (default: the run's)."""
+    ts, data_dir = run.train_set, run.config.task.data_dir
+    examples = ts.load(Path(data_dir) if data_dir else None,
+                       run.config.seed if seed is None else seed)
     if not examples:
         raise ValueError(f"training set {ts.name!r} is empty")
     return examples

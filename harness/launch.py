@@ -22,16 +22,14 @@ def validate(run) -> None:
     check(run)
 
 
-def stale_seeds(config: cfg.RunConfig, seeds: list[int]) -> dict[int, str]:
+def stale_seeds(run) -> dict[int, str]:
     """Stored seeds (of any benchmark of the run) made by other code than this tree's: seed ->
     its fingerprint (``compare`` and the tables refuse to pool them with this code's)."""
-    from harness import provenance
     from harness.results import stored_fingerprints
 
-    ours = provenance.current(plugins=config.plugins)["fingerprint"]
     out: dict[int, str] = {}
-    for s, theirs in stored_fingerprints(config, seeds).values():
-        if theirs != ours:
+    for s, theirs in stored_fingerprints(run.files).values():
+        if theirs != run.fingerprint:
             out.setdefault(s, theirs)
     return out
 
@@ -54,40 +52,45 @@ def interrupted_text(run) -> str:
             "command starts it again (stored seeds are kept)")
 
 
-def pending_seeds(config: cfg.RunConfig, seeds: list[int], force: bool = False) -> list[int]:
-    """The seeds to run: those missing a result on any benchmark of the run (``--task``, then
-    ``--also-evaluate``'s); stored ones are checked against the requested settings."""
-    from harness.results import check_stored, stored_seeds
+def pending_seeds(run, seeds: list[int] | None = None) -> list[int]:
+    """The seeds to run (of ``seeds``, default: the run's): those missing a result on any
+    benchmark of the run (``--task``, then ``--also-evaluate``'s), or all with ``force``; stored
+    ones are checked against the requested settings."""
+    from harness.results import check_stored
 
+    wanted = run.seeds if seeds is None else seeds
+    if run.force:
+        return list(wanted)
     missing: set[int] = set()
-    for c in cfg.evaluations(config):
-        stored = stored_seeds(c)
-        for s in seeds:
-            if s in stored and not force:
-                check_stored(replace(c, seed=s), stored[s])
-        missing |= {s for s in seeds if s not in stored}
-    return [s for s in seeds if force or s in missing]
+    for seed_run in (r for files in run.files for r in files if r.config.seed in wanted):
+        if seed_run.result.is_file():
+            check_stored(seed_run.config, seed_run.result)
+        else:
+            missing.add(seed_run.config.seed)
+    return [s for s in wanted if s in missing]
 
 
-def still_missing(config: cfg.RunConfig) -> cfg.RunConfig:
-    """A seed's config evaluating only the benchmarks it has no result for (a stored result is
-    never replaced without --force); all of them when every one is stored (a forced rerun)."""
-    from harness.results import result_path
+def still_missing(run, k: int) -> tuple[cfg.RunConfig, object]:
+    """The ``k``-th seed's config and files evaluating only the benchmarks it has no result for
+    (a stored result is never replaced without --force); all of them when every one is stored
+    (a forced rerun)."""
+    files = [each[k] for each in run.files]
+    config = replace(run.config, seed=run.seeds[k])
+    todo = [r for r in files if not r.result.is_file()]
+    if not todo or len(todo) == len(files):
+        return config, files[0]
+    names = [r.config.task.task for r in todo]
+    return replace(config, task=replace(config.task, task=names[0],
+                                        also_evaluate=",".join(names[1:]))), todo[0]
 
-    todo = [c.task.task for c in cfg.evaluations(config) if not result_path(c).is_file()]
-    if not todo or len(todo) == len(cfg.benchmarks(config)):
-        return config
-    return replace(config, task=replace(config.task, task=todo[0],
-                                        also_evaluate=",".join(todo[1:])))
 
-
-def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print, force: bool = False
-              ) -> list[Path]:
-    """Train and evaluate these seeds (no check of what is stored: see ``pending_seeds``);
-    ``force``: evaluate every benchmark again, stored or not."""
+def run_seeds(run, seeds: list[int], log=print, force: bool = False) -> list[Path]:
+    """Train and evaluate these seeds of the run (no check of what is stored: see
+    ``pending_seeds``); ``force``: evaluate every benchmark again, stored or not."""
     from harness import assets, startup
     from harness.backend import start_ray, train_seed
 
+    config = run.config
     if not seeds:
         return []
     if config.model.model == assets.SMOLLM2_NAME:
@@ -98,23 +101,22 @@ def run_seeds(config: cfg.RunConfig, seeds: list[int], log=print, force: bool = 
     if config.warmstart.warm_start:
         from harness.backend import warm_start
 
-        log(f"warm start: {warm_start(config)}")
+        log(f"warm start: {warm_start(run)}")
         startup.mark("warm_start_ready")
-    from harness.seedrun import SeedRun
-
     out = []
     for s in seeds:
-        # its folders and settings hash, once
-        seed_config = replace(config, seed=s)
-        run = SeedRun.of(seed_config if force else still_missing(seed_config))
-        found = run.saved_steps()
+        k = run.seeds.index(s)
+        # its folders and settings hash, resolved with the run
+        seed_config, seed_run = (replace(config, seed=s), run.files[0][k]) if force \
+            else still_missing(run, k)
+        found = seed_run.saved_steps()
         if found:
             log(f"seed {s}: checkpoints of steps {found} found; Ray Train resumes from the "
                 "latest complete one")
         try:
-            path = train_seed(run.config, run)
+            path = train_seed(seed_config, seed_run)
         except KeyboardInterrupt:
-            raise Interrupted(interrupted_text(run)) from None
+            raise Interrupted(interrupted_text(seed_run)) from None
         log(f"seed {s}: stored {path}")
         out.append(path)
     return out

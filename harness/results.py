@@ -68,28 +68,31 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "model"
 
 
-def run_dir(config: RunConfig) -> Path:
+def run_dir(config: RunConfig, train_set=None) -> Path:
     """``<results>/<task>/<method>/<model>/<setting>``; the setting names the training set
-    when it is not the task's offline default (e.g. ``smoke+rlla``)."""
+    (``train_set``: the run's; default: the one its settings name, no data read) when it is not
+    the task's offline default (e.g. ``smoke+rlla``)."""
     from harness.data import intended_train_set, offline_train_set
 
     setting = setting_name(config)
-    chosen = intended_train_set(config).name  # from the settings: no data is read
+    chosen = (train_set or intended_train_set(config)).name
     if chosen != offline_train_set(config.task.task):
         setting += f"+{chosen}"
     return (Path(config.results_dir) / config.task.task / config.method.method
             / slug(config.model.model) / setting)
 
 
-def stored_config(config: RunConfig) -> dict:
+def stored_config(config: RunConfig, method=None) -> dict:
     """The config as a result stores it: the method section holds the run's own method's
     options only (the common ones and its own, a plugin's too), not every registered method's;
-    reading it back fills the others with their defaults."""
+    reading it back fills the others with their defaults. ``method``: the run's, resolved
+    (looked up when not given)."""
     import methods
     from dataclasses import fields
 
     data = config.to_dict()
-    own = {f.name for cls in methods.get(config.method.method).options for f in fields(cls)}
+    method = method or methods.get(config.method.method)
+    own = {f.name for cls in method.options for f in fields(cls)}
     own |= {f.name for f in fields(methods.CommonOptions)} | {"method"}
     data["method"] = {k: v for k, v in data["method"].items() if k in own}
     return data
@@ -183,18 +186,19 @@ def items_hash(examples) -> str:
 
 def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: float,
                 train_examples=(), eval_examples=(), problems=(), workers=(),
-                provenance: dict | None = None, evaluated_with=()) -> dict:
+                provenance: dict | None = None, evaluated_with=(), method=None) -> dict:
     """A result file's content (schema ``RESULT_SCHEMA``): what was measured, with the config,
     its hash, hashes of the training and evaluation items, package versions and the commit;
     ``problems``: the scorer's list of items it could not score fairly (``{"id", "problem"}``,
     e.g. a gold query that fails), stored when there are any; ``workers``: where each rank ran
     (``{"rank", "node", "host"}``); ``provenance``: the code the seed started (and resumed)
     under (``harness.provenance``; default: this tree's); ``evaluated_with``: the benchmarks
-    one training was evaluated on, when several (stored when given)."""
+    one training was evaluated on, when several (stored when given); ``method``: the run's,
+    resolved (see :func:`stored_config`)."""
     from harness import provenance as prov
 
     extra = {"problems": list(problems)} if problems else {}
-    stored = stored_config(config)
+    stored = stored_config(config, method)
     if workers:
         extra["workers"] = list(workers)
     if evaluated_with:
@@ -281,16 +285,10 @@ def stored_seeds(config: RunConfig) -> dict[int, Path]:
     return out
 
 
-def stored_fingerprints(config: RunConfig, seeds) -> dict[Path, tuple[int, str]]:
-    """The stored results of these seeds on every benchmark of the run (``--also-evaluate``):
-    path -> (seed, the fingerprint of the code that made it)."""
+def stored_fingerprints(files) -> dict[Path, tuple[int, str]]:
+    """The stored results among these seeds' files (``Run.files``: every benchmark of the run,
+    ``--also-evaluate``'s too): path -> (seed, the fingerprint of the code that made it)."""
     from harness import provenance
-    from harness.config import evaluations
 
-    out: dict[Path, tuple[int, str]] = {}
-    for c in evaluations(config):
-        stored = stored_seeds(c)
-        for s in seeds:
-            if s in stored:
-                out[stored[s]] = (s, provenance.of_result(load_result(stored[s]))["fingerprint"])
-    return out
+    return {r.result: (r.config.seed, provenance.of_result(load_result(r.result))["fingerprint"])
+            for each in files for r in each if r.result.is_file()}

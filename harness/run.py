@@ -10,18 +10,23 @@ the benchmarks and each seed's files. Names or values that cannot be resolved ra
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
+from common.options import values_of
 from common.registry import did_you_mean
 from harness import config as cfg
 from harness.preflight import PreflightError
+from harness.seedrun import SeedRun
 
 
 @dataclass(frozen=True)
 class Run:
-    """One resolved run: what every entry point uses and the check inspects."""
+    """One resolved run: what every entry point uses, the check inspects and the layers below
+    read. Each name is looked up here, once (after it, ``common.registry.sealed`` holds in
+    tests); what depends on the registries is computed here too."""
 
     config: cfg.RunConfig  # defaults -> preset -> overrides; paths absolute; seed: the first
     method: Any  # methods.Method (a composition resolved)
@@ -29,9 +34,18 @@ class Run:
     engine: Any  # harness.rollouts.EngineEntry
     train_set: Any  # tasks.base.TrainSet, or None when it cannot be read (train_problem says)
     train_problem: str | None  # why the training set cannot be read, with the fix
+    preset: Any = None  # harness.presets.Preset
+    options: Any = None  # the method's options object (every registered option, these values)
+    reference: Any = None  # the preset's own config (paths absolute): what "changed" means
+    family_options: Any = None  # the task family's options object (None: the family has none)
+    foreign: tuple[str, ...] = ()  # options given for a method, family or engine not this run's
     # each benchmark the one training is evaluated on (--task, then --also-evaluate's): the
-    # config a run of it alone would have, and its task (an unknown one: left to the check)
-    evaluated: tuple[tuple[cfg.RunConfig, Any], ...] = ()
+    # config a run of it alone would have, its task (None: unknown, the check says) and the
+    # name of the training set it would choose (or why none)
+    evaluated: tuple[tuple[cfg.RunConfig, Any, str], ...] = ()
+    # per known benchmark, each seed's SeedRun (folders, checkpoints, settings hash), named by
+    # the training set chosen (or, unreadable, by the one the settings name)
+    files: tuple[tuple, ...] = ()
     seeds: tuple[int, ...] = (0,)
     force: bool = False  # rerun stored seeds
     rerun_stale: bool = False  # rerun stored seeds made by other code than this tree
@@ -39,14 +53,35 @@ class Run:
     purpose: str = "run"  # "run" (RL, evaluated), "sft" (the warm start alone)
 
     @property
-    def options(self) -> Any:
-        """The method's options object (every registered option, this run's values)."""
-        return self.config.method.options()
-
-    @property
     def benchmarks(self) -> tuple[cfg.RunConfig, ...]:
         """One config per benchmark evaluated after the one training (``--also-evaluate``)."""
-        return tuple(cfg.evaluations(self.config))
+        return tuple(c for c, _, _ in self.evaluated)
+
+    def seed_runs(self, benchmark: int = 0) -> tuple:
+        """Each seed's ``SeedRun`` (files, checkpoints, hash) for one benchmark (the first)."""
+        return self.files[benchmark] if self.files else ()
+
+    @cached_property
+    def demonstrations(self) -> list:
+        """The warm start's (prompt, reference answer) pairs (``harness.warmstart.data``)."""
+        from harness.warmstart.data import demonstrations
+
+        return demonstrations(self)
+
+    @cached_property
+    def warm_start_folder(self) -> Path:
+        """Where its warm-started model is cached (named by the demonstrations' content)."""
+        from harness.warmstart.cache import folder
+        from harness.warmstart.data import content_hash
+
+        return folder(self, content_hash(self.demonstrations))
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The code this tree runs (``harness.provenance``), its plugins included."""
+        from harness import provenance
+
+        return provenance.current(plugins=self.config.plugins)["fingerprint"]
 
     @property
     def training_line(self) -> str:
@@ -68,10 +103,7 @@ class Run:
     def untrained_note(self) -> str:
         """What the run says before it starts when its preset starts from the untrained model
         and a warm start exists for its training set but is not asked for ('' otherwise)."""
-        from harness.presets import PRESETS
-
-        preset = PRESETS.get(self.config.preset) if self.config.preset in PRESETS else None
-        if (preset is None or not preset.untrained or self.config.warmstart.warm_start
+        if (not self.preset.untrained or self.config.warmstart.warm_start
                 or self.train_set is None or self.train_set.demonstration is None
                 or self.config.training.steps == 0):
             return ""
@@ -80,13 +112,6 @@ class Run:
                 "within a group, and a step without that trains nothing (every committed smoke "
                 "BFCL run had loss 0 at every step); --warm-start (the smoke-learn "
                 "preset) first fine-tunes it on the training set's reference answers")
-
-    def seed_runs(self, benchmark: cfg.RunConfig | None = None) -> list:
-        """Each seed's ``SeedRun`` (files, checkpoints, hash) for one benchmark (the first)."""
-        from harness.seedrun import SeedRun
-
-        config = benchmark or self.config
-        return [SeedRun.of_seed(config, s) for s in self.seeds]
 
 
 def resolve(preset: str = "smoke", overrides: dict[str, Any] | None = None,
@@ -113,36 +138,90 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
     import methods
     from harness.checks import type_problems
     from harness.data import choose_train_set
+    from harness.presets import PRESETS
     from harness.rollouts import ENGINES
     from tasks import TASKS
+    from tasks.registry import FAMILY_OPTIONS
 
     plugins(config.plugins)
     problems = type_problems(config)  # then no check compares a number that is a string
-    method = task = engine = None
-    try:
-        method = methods.get(config.method.method)
-    except (KeyError, ValueError) as exc:
-        problems.append(f"--method: {exc}{plugin_hint(config.method.method, config.plugins)}")
-    try:
-        task = TASKS.get(config.task.task).configured(config.task)
-    except KeyError as exc:
-        problems.append(f"--task: {exc}")
-    try:
-        engine = ENGINES.get(config.rollout.engine)
-    except KeyError as exc:
-        problems.append(f"--engine: {exc}")
+    found = {}
+    for key, flag, get in (("method", "--method", lambda: methods.get(config.method.method)),
+                           ("task", "--task", lambda: TASKS.get(config.task.task)),
+                           ("engine", "--engine", lambda: ENGINES.get(config.rollout.engine)),
+                           ("preset", "--preset", lambda: PRESETS.get(config.preset))):
+        try:
+            found[key] = get()
+        except (KeyError, ValueError) as exc:
+            hint = plugin_hint(config.method.method, config.plugins) if key == "method" else ""
+            problems.append(f"{flag}: {exc}{hint}")
     if problems:
         raise PreflightError(problems)
-    evaluated = tuple((c, TASKS.get(c.task.task).configured(c.task))
-                      for c in cfg.evaluations(config) if c.task.task in TASKS)
-    train_set, train_problem = None, None
-    try:
-        train_set = choose_train_set(config)
-    except (KeyError, ValueError) as exc:
-        train_problem = f"training set: {exc}"
-    return Run(config=config, method=method, task=task, engine=engine, train_set=train_set,
-               train_problem=train_problem, evaluated=evaluated, seeds=tuple(seeds), force=force,
-               rerun_stale=rerun_stale, allow_mixed_code=allow_mixed_code, purpose=purpose)
+    task, family = found["task"].configured(config.task), found["task"].family
+    evaluated, files, sets = [], [], []
+    for c in cfg.evaluations(config):  # the training set is chosen once per benchmark
+        try:
+            sets.append((choose_train_set(c), None))
+        except (KeyError, ValueError) as exc:
+            sets.append((None, str(exc)))
+        (ts, why), known = sets[-1], c.task.task in TASKS
+        evaluated.append((c, TASKS.get(c.task.task).configured(c.task),
+                          ts.name if ts else f"none ({why})") if known else
+                         (c, None, f"unknown task {c.task.task!r}; known: "
+                                   f"{', '.join(TASKS.names())}"))
+        try:  # a set that cannot be read is still named by the settings (no data read)
+            files += [tuple(SeedRun.of(replace(c, seed=s), ts) for s in seeds)] if known else []
+        except (KeyError, ValueError):
+            pass  # an unknown --train-data: train_problem names it
+    train_set, why = sets[0]  # the run's own (--task's)
+    reference = absolute(cfg.resolve(config.preset, {}))
+    return Run(config=config, train_set=train_set, train_problem=why and f"training set: {why}",
+               task=task, options=config.method.options(), reference=reference,
+               family_options=(values_of(config.task, FAMILY_OPTIONS.get(family))
+                               if family in FAMILY_OPTIONS else None),
+               foreign=foreign_options(config, found["method"], family, reference),
+               evaluated=tuple(evaluated), files=tuple(files),
+               seeds=tuple(seeds), force=force, rerun_stale=rerun_stale,
+               allow_mixed_code=allow_mixed_code, purpose=purpose, **{
+                   k: found[k] for k in ("method", "engine", "preset")})
+
+
+def foreign_options(config: cfg.RunConfig, method, family: str, reference) -> tuple[str, ...]:
+    """Options set for a method, task family or engine this run does not use: they would do
+    nothing, yet (for the result-changing ones) rename the run's folder, so it never pools
+    with the same run without them."""
+    import methods
+    from harness.rollouts import ENGINES
+
+    changed = set()
+    for name, (section, f) in cfg.all_fields().items():
+        # a config made before a plugin registered its options lacks them: their defaults
+        ours = getattr(getattr(config, section) if section else config, name, f.default)
+        if ours != getattr(getattr(reference, section) if section else reference, name):
+            changed.add(name)
+    used = {f.name for cls in method.options for f in fields(cls)}
+    common = {f.name for f in fields(methods.CommonOptions)}
+    owners: dict[str, list[str]] = {}
+    for name, entry in methods.METHODS.items():
+        for f in (f for cls in entry.options for f in fields(cls) if f.name not in common):
+            owners.setdefault(f.name, []).append(name)
+    out = [f"--{name.replace('_', '-')} is an option of {', '.join(who)}, not of method "
+           f"{config.method.method!r}; drop it (or use one of those methods)"
+           for name, who in owners.items() if name in changed and name not in used]
+    out += family_option_problems(config.task.task, family, changed)
+    out += [f"--{option.replace('_', '-')} is an option of --engine {name}, not of --engine "
+            f"{config.rollout.engine}; drop it" for name, entry in ENGINES.items()
+            if name != config.rollout.engine for option in entry.options if option in changed]
+    return tuple(out)
+
+
+def family_option_problems(task: str, family: str, given: set[str]) -> list[str]:
+    """Options among ``given`` that belong to another task family than ``task``'s."""
+    from tasks.registry import FAMILY_OPTIONS
+
+    return [f"--{f.name.replace('_', '-')} is an option of the {fam} tasks, not of {task!r} "
+            f"({family}); drop it" for fam, cls in FAMILY_OPTIONS.items() if fam != family
+            for f in fields(cls) if f.name in given]
 
 
 def plugins(entries: Sequence[str]) -> None:

@@ -37,10 +37,11 @@ class SeedRun:
         return SeedRun.of(replace(config, seed=seed))
 
     @staticmethod
-    def of(config: RunConfig) -> "SeedRun":
+    def of(config: RunConfig, train_set=None) -> "SeedRun":
+        """``train_set``: the one the run chose (default: the one its settings name)."""
         from harness.results import config_hash, run_dir
 
-        folder = run_dir(config)
+        folder = run_dir(config, train_set)
         relative = folder.relative_to(Path(config.results_dir))
         return SeedRun(config, folder,
                        Path(config.checkpoint_dir).resolve() / relative / f"seed{config.seed}",

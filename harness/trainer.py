@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -44,7 +45,8 @@ class Trainer:
         the first step's log carries as time/startup/<mark>."""
         self.clock = clock or startup.Clock()
         self._mark("trainer_begin")
-        resolved = config if isinstance(config, Run) else of_config(config, (config.seed,))
+        checked = isinstance(config, Run)  # a worker's run (the driver checked it), or a config
+        resolved = config if checked else of_config(config, (config.seed,))
         config = resolved.config
         self.config, self.resolved = config, resolved
         self.rank, self.world = eng.rank(), eng.world_size()
@@ -52,14 +54,15 @@ class Trainer:
         self.method = resolved.method
         self.options = resolved.options
         t = config.training
-        # the same checks as before Ray started, now with the process group's actual size
-        # (an in-process Trainer was never validated)
         from harness.preflight import raise_if
 
-        raise_if(checks.settings_problems(config, world=self.world, on_worker=True))
-        self.local_n = checks.local_responses(config, self.world)
+        # a run the driver checked: what only a worker sees; a config built in-process (never
+        # checked): the whole settings check, with the process group's actual size
+        raise_if(checks.worker_problems(resolved, self.world) if checked else
+                 checks.settings_problems(resolved, world=self.world, on_worker=True))
+        self.local_n = checks.local_responses(resolved, self.world)
         torch.manual_seed(config.seed)
-        source = policy_source(config)  # the base model, or its cached warm start
+        source = policy_source(resolved)  # the base model, or its cached warm start
         self.tokenizer = load_tokenizer(source, config.model.allow_download)
         self.cuda = t.use_gpu and torch.cuda.is_available()
         device = eng.device(t.use_gpu)
@@ -83,7 +86,7 @@ class Trainer:
             config, self.local_n // t.ppo_mini_batches, source)
         self._mark("deepspeed_engine_built")
         self.engine.train()
-        self.train_examples = self._usable(load_train(config))
+        self.train_examples = self._usable(load_train(resolved))
         self.sampler = PromptSampler(len(self.train_examples), config.seed)
         self.pass_state: dict = {}  # the passes' own state between steps (checkpointed)
         # the policy's version (updates made) and the one the rollout engine holds: a
@@ -288,8 +291,8 @@ class Trainer:
 
 
 
-def engine_context(config: RunConfig, evaluated: Sequence[tuple[RunConfig, Task]], tokenizer,
-                   source: str) -> int:
+def engine_context(config: RunConfig, evaluated: Sequence[tuple[RunConfig, Task, str]],
+                   tokenizer, source: str) -> int:
     """The longest prompt plus new tokens a run asks of its rollout engine: a training prompt
     (at most --max-prompt-tokens; longer ones are skipped) with its response, and the longest
     evaluation prompt (none is skipped) with its response, over every benchmark the training
@@ -300,7 +303,7 @@ def engine_context(config: RunConfig, evaluated: Sequence[tuple[RunConfig, Task]
 
     r = config.rollout
     train = r.max_prompt_tokens + r.max_response_tokens
-    examples = [ex for c, task in evaluated for ex in load_eval(task, c)]
+    examples = [ex for c, task, _ in evaluated for ex in load_eval(task, c)]
     lengths = [len(i) for i in encode_prompts(tokenizer, examples)] if examples else []
     longest = max(range(len(lengths)), key=lengths.__getitem__) if lengths else None
     evaluation = lengths[longest] + r.eval_max_response_tokens if lengths else 0
@@ -338,8 +341,9 @@ def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=No
     when not given: in-process tests); ``clock``: see ``Trainer``."""
     start = time.perf_counter()
     trainer = Trainer(config, clock)
-    config = trainer.config
-    run = run or SeedRun.of(config)
+    config, resolved = trainer.config, trainer.resolved
+    # the first benchmark's files, with the whole config (its result stores --also-evaluate)
+    run = run or replace(resolved.seed_runs()[0], config=config)
     # the log grows in a .partial file that store_result renames: a killed run never leaves a
     # new log beside an old result
     log = run.partial_log if trainer.rank == 0 else None
@@ -369,9 +373,8 @@ def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=No
     workers = eng.all_gather_objects(eng.placement())  # which node each rank ran on
     # each benchmark the training is evaluated on (--task, then --also-evaluate's), with the
     # config and files a run of that benchmark alone would have
-    evaluated = trainer.resolved.evaluated
-    runs = [run, *(SeedRun.of(c) for c, _ in evaluated[1:])]
-    tasks = [trainer.task, *(t for _, t in evaluated[1:])]
+    runs = [run, *(files[0] for files in resolved.files[1:])]
+    tasks = [trainer.task, *(t for _, t, _ in resolved.evaluated[1:])]
     if reporter is not None:
         reporter.begin_eval(sum(len(load_eval(t, r.config)[trainer.rank::trainer.world])
                                 for t, r in zip(tasks, runs)))
@@ -392,5 +395,5 @@ def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=No
     for r, e, s in reversed(list(zip(runs, evaluated, scored))):
         path = store_result(r, *e, s, history, wall, trainer.train_examples, checksum, workers,
                             provenance=run.provenance(), log_source=run.partial_log,
-                            evaluated_with=names)
+                            evaluated_with=names, method=trainer.method)
     return path

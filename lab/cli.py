@@ -101,8 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if run.untrained_note:
         print(run.untrained_note)
     seed_runs = run.seed_runs()  # each seed's files, resolved once
-    todo = pending_seeds(config, seeds, args.force)
-    stale = {} if args.force else stale_seeds(config, seeds)
+    todo = pending_seeds(run)
+    stale = {} if args.force else stale_seeds(run)
     again = [s for s in stale if args.rerun_stale and s not in todo]
     for seed_run in seed_runs:
         s = seed_run.config.seed
@@ -110,8 +110,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             other = (f"; made by other code (fingerprint {stale[s]}): --rerun-stale remakes it"
                      if s in stale else "")
             print(f"seed {s}: stored at {seed_run.result} (skipped; --force reruns it{other})")
-    run_seeds(config, todo, force=args.force)
-    run_seeds(config, again, force=True)
+    run_seeds(run, todo, force=args.force)
+    run_seeds(run, again, force=True)
     print()
     rewards = training_rewards(seed_runs)
     if rewards:
@@ -124,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for k, each in enumerate(evaluations):  # one table per benchmark (--also-evaluate)
         if len(evaluations) > 1:
             print(("\n" if k else "") + f"{each.task.task}:")
-        print(summary_table(each, run.seed_runs(each), args.allow_mixed_code))
+        print(summary_table(each, run.seed_runs(k), args.allow_mixed_code))
     return 0
 
 
@@ -145,8 +145,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
         return dry_run(run)
     validate(run)
-    config = run.config
-    path = cache.warm_start_folder(config)
+    config, path = run.config, run.warm_start_folder
     if cache.is_complete(path) and args.force:
         import shutil
 
@@ -156,7 +155,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
             assets.prepare_smollm2()
         start_ray(address=config.training.ray_address)
         steps = tuple(int(x) for x in args.probe_steps.split(",") if x.strip())
-        warm_start(config, args.probe, steps)
+        warm_start(run, args.probe, steps)
     info = json.loads((path / cache.MARKER).read_text())
     hist = info["history"]
     print(f"warm start: {path}")

@@ -13,11 +13,9 @@ from dataclasses import fields
 from harness import config as cfg
 
 
-def settings_lines(config: cfg.RunConfig) -> list[str]:
-    """Every resolved field by section; fields that differ from the preset are marked *."""
-    from harness.run import absolute
-
-    reference = absolute(cfg.resolve(config.preset, {}))
+def settings_lines(config: cfg.RunConfig, reference: cfg.RunConfig) -> list[str]:
+    """Every resolved field by section; fields that differ from the preset's (``reference``,
+    ``Run.reference``) are marked *."""
     out = []
     by_section: dict[str, list[str]] = {}
     for name, (section, _) in cfg.all_fields().items():  # a plugin's options too
@@ -51,48 +49,41 @@ def dry_run(run, print=print) -> int:
     print(run.training_line)
     if run.untrained_note:
         print(run.untrained_note)
-    limit = config.task.eval_limit
-    print(f"evaluation: {', '.join(cfg.benchmarks(config))}, "
+    limit, names = config.task.eval_limit, [c.task.task for c in run.benchmarks]
+    print(f"evaluation: {', '.join(names)}, "
           + (f"a {limit}-item subset (seed {config.task.eval_seed})" if limit else "every item")
-          + (" of each, after one training" if len(cfg.benchmarks(config)) > 1 else ""))
+          + (" of each, after one training" if len(names) > 1 else ""))
     if warm_start_only and not problems:
-        from harness.warmstart import cache
-
-        print(f"warm start folder: {cache.warm_start_folder(config)}")
+        print(f"warm start folder: {run.warm_start_folder}")
     elif warm_start_only:
         print("warm start folder: named by its data, which the check refuses (below)")
     elif run.train_problem:
         print("seeds: their folder names the training set, which cannot be read (below)")
     else:
-        from harness.results import stored_seeds
-        from harness.seedrun import SeedRun
-
         print("seeds:")
         todo_set: set[int] = set()
-        for each in cfg.evaluations(config):  # one result per benchmark (--also-evaluate)
-            try:
-                stored = stored_seeds(each)
-            except (ValueError, KeyError):
-                stored = {}
-            for s in seeds:
-                state = "stored (skipped; --force reruns it)" if s in stored and not force \
-                    else "to run"
-                print(f"  seed {s}: {SeedRun.of_seed(each, s).result}  [{state}]")
-            todo_set |= {s for s in seeds if force or s not in stored}
+        for each in run.files:  # one result per benchmark (--also-evaluate)
+            for seed_run in each:
+                stored = seed_run.result.is_file() and not force
+                state = "stored (skipped; --force reruns it)" if stored else "to run"
+                print(f"  seed {seed_run.config.seed}: {seed_run.result}  [{state}]")
+                todo_set |= set() if stored else {seed_run.config.seed}
         print(f"checkpoints while training: under {config.checkpoint_dir}")
         todo = [s for s in seeds if s in todo_set]
         if todo:
             from lab.reports.plan import estimate_run, stored_costs
 
-            one = estimate_run(config, stored_costs(config.results_dir))
+            one = estimate_run(config, stored_costs(config.results_dir),
+                               folder=run.seed_runs()[0].folder)
             print("estimate: " + (f"about {one / 60:.0f} min per seed, {len(todo)} to run, "
                                   f"from stored seeds under {config.results_dir}" if one
                                   else f"nothing stored under {config.results_dir} to "
                                        "estimate from"))
-    changed = [line.split()[1] for line in settings_lines(config) if line.startswith("  *")]
+    lines = settings_lines(config, run.reference)
+    changed = [line.split()[1] for line in lines if line.startswith("  *")]
     print(f"differs from preset {config.preset}: {', '.join(changed) or 'nothing'}")
     print("settings (* = differs from the preset):")
-    for line in settings_lines(config):
+    for line in lines:
         print("  " + line)
     if run.engine.plan is not None:  # the engine's own plan (vLLM on GPUs: per-GPU memory)
         for line in run.engine.plan(config):

@@ -20,7 +20,7 @@ import torch
 
 import methods
 from harness.config import RunConfig
-from harness.data import get_task, load_train
+from harness.data import load_train
 from harness.models import load_model, load_tokenizer
 from harness.replay import PolicyContext
 from harness.results import load_result
@@ -62,8 +62,10 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     config = RunConfig.from_dict(load_result(run)["config"])
     if model:
         config = replace(config, model=replace(config.model, model=model))
-    task = get_task(config)
-    examples = load_train(config)
+    from harness.run import of_config
+
+    resolved = of_config(config)
+    task, examples = resolved.task, load_train(resolved)
     if not 0 <= example < len(examples):
         raise ValueError(f"--example must be in [0, {len(examples)}), got {example}")
     g = group_size or config.rollout.group_size
@@ -78,7 +80,7 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     else:  # the run's starting model: its warm-started folder when the run had one
         from harness.warmstart.cache import policy_source
 
-        source = policy_source(config)
+        source = policy_source(resolved)
     tok = load_tokenizer(source, config.model.allow_download)
     policy = load_model(source, seed=config.seed, allow_download=config.model.allow_download,
                         dtype=config.model.dtype)

@@ -43,10 +43,12 @@ def read_predictions(path: Path) -> dict[str, str]:
 def score_problems(args: argparse.Namespace, task: str) -> list[str]:
     """What ``score`` can refuse before reading any data: an output it could not write, and
     options of another task family than ``task``'s."""
-    from harness.preflight import family_option_problems, file_problem
+    from harness.preflight import file_problem
+    from harness.run import family_option_problems
+    from tasks import TASKS
 
     out = [p for p in [file_problem(args.output, "--output") if args.output else None] if p]
-    return out + family_option_problems(task, set(vars(args)))
+    return out + family_option_problems(task, TASKS.get(task).family, set(vars(args)))
 
 
 def result_of(predictions: Path) -> Path:

@@ -205,6 +205,8 @@ class Method:
     pg_term: bool = True
     # the method it reduces to with its own part switched off (explain's comparison)
     reference: Optional[str] = None
+    # its parts' functions, looked up when the method is (``methods.get``; compose.bind)
+    bound: Optional[tuple] = field(default=None, compare=False, repr=False)
 
     @property
     def needs(self) -> tuple[str, ...]:

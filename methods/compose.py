@@ -87,14 +87,23 @@ def _advantage_metrics(batch: RolloutBatch, adv: torch.Tensor) -> dict:
     return out
 
 
-def compute(parts: Parts, batch: RolloutBatch, options) -> AdvantageOutput:
-    """Token advantages of a composition of parts (see the module doc)."""
-    normaliser = NORMALISERS.get(parts.normaliser or "gdpo")
+def bind(parts: Parts) -> tuple[Callable, Callable | None, Callable]:
+    """The functions of these parts (normaliser, weighting or None, allocation), looked up
+    once; an unknown name fails here (the filter is named to the normaliser)."""
     if parts.filter is not None:
-        FILTERS.get(parts.filter)  # unknown names fail here
-    allocation = ALLOCATIONS.get(parts.allocation or "uniform")
+        FILTERS.get(parts.filter)
+    return (NORMALISERS.get(parts.normaliser or "gdpo"),
+            WEIGHTINGS.get(parts.weighting) if parts.weighting else None,
+            ALLOCATIONS.get(parts.allocation or "uniform"))
+
+
+def compute(parts: Parts, batch: RolloutBatch, options, bound: tuple | None = None
+            ) -> AdvantageOutput:
+    """Token advantages of a composition of parts (see the module doc); ``bound``: their
+    functions (:func:`bind`), looked up here when not given."""
+    normaliser, weighting, allocation = bound or bind(parts)
     adv = reward_advantages(batch, options)  # [N, K], NaN = absent
-    w = WEIGHTINGS.get(parts.weighting)(batch, adv, options) if parts.weighting else None
+    w = weighting(batch, adv, options) if weighting else None
     norm = normaliser(batch, adv, w, parts.filter, options)
     scores, alloc_metrics = allocation(batch, norm, options)
     metrics = {**_advantage_metrics(batch, adv), **_lambda_metrics(batch, w), **norm.metrics,
@@ -118,7 +127,7 @@ def method_advantages(method: Method, batch: RolloutBatch, options) -> Advantage
     its loss terms alone."""
     if not method.pg_term:
         return AdvantageOutput(torch.zeros(batch.response_mask.shape), {})
-    return compute(method.parts, batch, options)
+    return compute(method.parts, batch, options, method.bound)
 
 
 def has_reward(batch: RolloutBatch) -> torch.Tensor:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from common.registry import Registry
+from dataclasses import replace
+
+from common.registry import Registry, derived
 from methods.base import CommonOptions, LossTerm, Method, Parts, Pass, make_options_class
+from methods.compose import bind
 
 METHODS: Registry[Method] = Registry("method")
 
@@ -24,7 +27,14 @@ def add(name: str, help: str, source: str, *, options: tuple[type, ...] = (),
 
 
 def get(name: str) -> Method:
-    """A registered method, or a composition ``a+b+...`` of registered presets."""
+    """A registered method, or a composition ``a+b+...`` of registered presets, with its parts'
+    functions looked up (``Method.bound``)."""
+    method = compose(name)
+    return replace(method, bound=bind(method.parts))
+
+
+def compose(name: str) -> Method:
+    """``get`` without binding the parts."""
     if "+" not in name:
         return METHODS.get(name)
     components = [METHODS.get(part) for part in name.split("+")]
@@ -47,6 +57,7 @@ def get(name: str) -> Method:
                   reference=next((c.reference for c in components if c.reference), None))
 
 
+@derived(METHODS)
 def option_classes() -> tuple[type, ...]:
     """CommonOptions, then every registered method's option classes, each once."""
     out: dict[type, None] = {CommonOptions: None}

@@ -2,7 +2,7 @@
 families)."""
 from __future__ import annotations
 
-from common.registry import Registry
+from common.registry import Registry, derived
 from tasks.base import Task, TrainSet
 
 TASKS: Registry[Task] = Registry("task")
@@ -10,6 +10,12 @@ TRAIN_SETS: Registry[TrainSet] = Registry("training set")
 # family -> its run options: a frozen dataclass whose fields become flags (``--sql-timeout``)
 # and fields of the run's TaskConfig; ``problems()`` lists what is wrong with its values
 FAMILY_OPTIONS: Registry[type] = Registry("task family's options")
+
+
+@derived(FAMILY_OPTIONS)
+def family_classes() -> tuple[type, ...]:
+    """Every registered task family's option class (the run's TaskConfig has their fields)."""
+    return tuple(FAMILY_OPTIONS.get(f) for f in FAMILY_OPTIONS.names())
 
 
 def family_options(family: str):

@@ -46,7 +46,9 @@ def test_one_shot_prompt_appends_a_worked_example():
     from harness.config import resolve
     from harness.warmstart.data import demonstrations
 
-    demos = demonstrations(resolve("smoke", {"task": "bfcl"}))
+    from harness.run import of_config
+
+    demos = demonstrations(of_config(resolve("smoke", {"task": "bfcl"})))
     shot = with_example(demos[1].example, demos[0])
     assert shot.messages[0]["content"].startswith(demos[1].example.messages[0]["content"])
     assert shot.messages[0]["content"].endswith(demos[0].target)
@@ -76,8 +78,10 @@ def test_probe_prompts_are_never_trained_on():
     from harness.warmstart.data import demonstrations, encode
     from harness.warmstart.sft import probe_examples, training_schedule
 
+    from harness.run import of_config
+
     config = resolve("smoke-learn", {"task": "spider-mini"})
-    demos = demonstrations(config)
+    demos = demonstrations(of_config(config))
     pairs, source = encode(load_tokenizer(config.model.model), demos, 4096)
     schedule = training_schedule(len(pairs), config.warmstart)
     trained = {demos[source[i]].example.id for step in schedule for i in step}

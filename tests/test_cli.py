@@ -60,12 +60,10 @@ def test_published_training_set_needs_its_folder(tmp_path, capsys):
     assert cli.main(["run", "--method", "gdpo", "--task", "bfcl", "--train-data", "rlla"]) == 2
     assert "--data-dir" in capsys.readouterr().err
     # a folder without the published files: the error lists what is expected
-    from harness.data import load_train
+    from harness.run import of_config
 
-    config = resolve("smoke", {"train_data": "rlla", "data_dir": str(tmp_path)})
-    with pytest.raises(Exception) as err:
-        load_train(config)
-    assert "train.parquet" in str(err.value)
+    run = of_config(resolve("smoke", {"train_data": "rlla", "data_dir": str(tmp_path)}))
+    assert "train.parquet" in run.train_problem
 
 
 def test_the_training_set_asked_for_is_read_or_refused_never_swapped(tmp_path):

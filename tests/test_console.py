@@ -83,11 +83,11 @@ def test_a_ray_run_prints_progress_and_the_table_last_without_noise(tmp_path):
     from lab.cli import build_parser, overrides_from
     from harness.config import resolve
     from harness.plugins import load_plugins
-    from harness.warmstart.cache import warm_start_folder
+    from harness.run import of_config
 
     load_plugins((TOY,))
     args = build_parser().parse_args(cmd[3:])
-    folder = warm_start_folder(resolve(args.preset, overrides_from(args)))
+    folder = of_config(resolve(args.preset, overrides_from(args))).warm_start_folder
     shutil.rmtree(folder, ignore_errors=True)  # the run must train (and show) its warm start
     try:
         out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)

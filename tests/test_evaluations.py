@@ -37,24 +37,27 @@ def test_task_list_splits_into_the_task_and_the_benchmarks_after_it():
 
 
 def test_preflight_refuses_a_benchmark_another_training_would_serve(tmp_path):
-    from harness.preflight import evaluation_problems
+    from harness.preflight import data_problems
+    from harness.run import of_config
 
     c = resolve("smoke", {"task": "ifeval,bfcl,nosuch", "results_dir": str(tmp_path)})
-    problems = evaluation_problems(c)
+    problems = data_problems(of_config(c))
     assert any("bfcl" in p and "instruct" in p for p in problems), problems
     assert any("unknown task 'nosuch'" in p for p in problems), problems
-    assert evaluation_problems(resolve("smoke", {"task": "ifeval,ifbench"})) == []
+    assert data_problems(of_config(resolve("smoke", {"task": "ifeval,ifbench"}))) == []
 
 
 def test_one_training_stores_a_result_per_benchmark_equal_to_a_run_alone(tmp_path,
                                                                         process_group):
     from harness.launch import pending_seeds, still_missing
     from harness.results import load_result, result_path
+    from harness.run import of_config
     from harness.trainer import train_worker
 
     joint = resolve("smoke", {**TINY, "task": "ifeval,ifbench",
                               "results_dir": str(tmp_path / "joint")})
-    assert pending_seeds(joint, [0]) == [0]
+    run = of_config(joint)
+    assert pending_seeds(run) == [0]
     train_worker(joint)
     ifeval, ifbench = (load_result(result_path(c)) for c in cfg.evaluations(joint))
     assert ifeval["task"] == "ifeval" and ifbench["task"] == "ifbench"
@@ -65,7 +68,7 @@ def test_one_training_stores_a_result_per_benchmark_equal_to_a_run_alone(tmp_pat
     logs = [result_path(c).with_suffix(".train.jsonl").read_text()
             for c in cfg.evaluations(joint)]
     assert logs[0] == logs[1] and logs[0].count("\n") == 1
-    assert pending_seeds(joint, [0]) == []
+    assert pending_seeds(run) == []
 
     # the same seed of ifbench alone: the same training, so the same parameters and scores
     alone = replace(cfg.evaluations(joint)[1], results_dir=str(tmp_path / "alone"))
@@ -77,7 +80,7 @@ def test_one_training_stores_a_result_per_benchmark_equal_to_a_run_alone(tmp_pat
 
     # a seed with one benchmark stored evaluates only the other: a stored result stays
     result_path(cfg.evaluations(joint)[0]).unlink()
-    assert pending_seeds(joint, [0]) == [0]
-    narrowed = still_missing(joint)
-    assert cfg.benchmarks(narrowed) == ("ifeval",)
+    assert pending_seeds(run) == [0]
+    narrowed, files = still_missing(run, 0)
+    assert cfg.benchmarks(narrowed) == ("ifeval",) and files.result == result_path(narrowed)
     assert json.loads(result_path(cfg.evaluations(joint)[1]).read_text()) == ifbench

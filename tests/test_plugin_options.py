@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.run import of_config
 from harness import provenance
 from lab import cli
 from harness.config import resolve
@@ -104,14 +105,14 @@ def test_sequence_whitening_of_a_non_uniform_allocation_is_refused():
     load_plugins((TAIL,))
     for method in ("tail", "mrtpo", "cort", "verpo"):
         for opts in ({"whiten": "sequence"}, {"conventions": "trl"}):
-            problems = checks.settings_problems(resolve("smoke", {"method": method, **opts}))
+            problems = checks.settings_problems(of_config(resolve("smoke", {"method": method, **opts})))
             assert any("sequence whitening reads one advantage per response" in p
                        for p in problems), (method, opts)
-        assert not any("sequence whitening" in p for p in checks.settings_problems(
-            resolve("smoke", {"method": method, "conventions": "trl", "whiten": "token"})))
+        assert not any("sequence whitening" in p for p in checks.settings_problems(of_config(
+            resolve("smoke", {"method": method, "conventions": "trl", "whiten": "token"}))))
     for method in ("gdpo", "grpo", "saw"):  # one value per response: sequence is right
-        assert not any("sequence whitening" in p for p in checks.settings_problems(
-            resolve("smoke", {"method": method, "whiten": "sequence"})))
+        assert not any("sequence whitening" in p for p in checks.settings_problems(of_config(
+            resolve("smoke", {"method": method, "whiten": "sequence"}))))
     batch = RolloutBatch(rewards=torch.tensor([[1.0], [0.0], [0.5], [0.2]]),
                          reward_names=("r",), reward_bounds=((0.0, 1.0),),
                          group=torch.tensor([0, 0, 1, 1]), response_mask=torch.ones(4, 5))

@@ -57,7 +57,8 @@ def table3(tmp_path, monkeypatch):
             write_seed(result_path(job.seed_config(s)), job.seed_config(s), s, prov)
     rerun = {"reward": 0.5, "sha": "ab" * 32, "calls": [], "predictions": True, "lr": None}
 
-    def fake_run_seeds(config, seeds, log=print, force=False):
+    def fake_run_seeds(run, seeds, log=print, force=False):
+        config = run.config
         assert force and config.results_dir.endswith("/checks/recheck/" + "f" * 16)
         for s in seeds:
             c = replace(config, seed=s)
@@ -75,7 +76,7 @@ def table3(tmp_path, monkeypatch):
 
     # never the project's own warm-start cache: set_aside_other_warm_start is tested below
     monkeypatch.setattr(recheck, "set_aside_other_warm_start",
-                        lambda config, fingerprint, log: rerun["set_aside"].append(config))
+                        lambda run, fingerprint, log: rerun["set_aside"].append(run.config))
     rerun["set_aside"] = []
     monkeypatch.setattr(harness.launch, "run_seeds", fake_run_seeds)
     monkeypatch.setattr(harness.preflight, "problems", lambda run: [])
@@ -193,8 +194,11 @@ def test_a_warm_start_cached_by_other_code_is_moved_aside_not_deleted(tmp_path):
     from harness.config import resolve
     from harness.warmstart import cache
 
-    config = resolve("smoke-learn", {"task": "bfcl"})
-    folder = cache.warm_start_folder(config, tmp_path)
+    from harness.run import of_config
+    from harness.warmstart.data import content_hash
+
+    config = of_config(resolve("smoke-learn", {"task": "bfcl"}))
+    folder = cache.folder(config, content_hash(config.demonstrations), tmp_path)
     folder.mkdir(parents=True)
     (folder / cache.MARKER).write_text(json.dumps({"history": []}))  # no provenance: old
     said = []

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.run import of_config
 from harness.config import RunConfig, resolve
 
 TOY = str(Path(__file__).parent / "plugins" / "toy_task.py")
@@ -46,7 +47,7 @@ def test_an_unknown_update_dtype_is_refused_by_the_run_s_check():
     from harness.checks import settings_problems
 
     config = resolve("smoke", {"update_dtype": "float16"})
-    assert any("unknown update_dtype 'float16'" in p for p in settings_problems(config))
+    assert any("unknown update_dtype 'float16'" in p for p in settings_problems(of_config(config)))
 
 
 @pytest.mark.model

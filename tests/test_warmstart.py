@@ -7,8 +7,13 @@ import pytest
 import torch
 
 from harness.config import resolve
+from harness.run import of_config
 from harness.warmstart import cache
 from harness.warmstart.data import benchmark_overlap, demonstrations, user_turns
+
+
+def run_of(preset: str, overrides: dict):
+    return of_config(resolve(preset, overrides))
 
 TINY = {"model": "tiny-random", "max_response_tokens": 12, "eval_max_response_tokens": 8,
         "eval_limit": 6, "max_prompt_tokens": 4096, "prompts_per_step": 2, "group_size": 4,
@@ -26,8 +31,7 @@ def process_group():
 def test_tool_demonstrations_earn_full_rewards_and_are_no_benchmark_items():
     from tasks import TASKS
 
-    config = resolve("smoke-learn", {"task": "bfcl"})
-    demos = demonstrations(config)
+    demos = demonstrations(run_of("smoke-learn", {"task": "bfcl"}))
     task = TASKS.get("bfcl")
     assert len(demos) == 512
     rows = task.compute_rewards([d.example for d in demos[:64]], [d.target for d in demos[:64]])
@@ -44,8 +48,7 @@ def test_sql_demonstrations_are_gold_queries_in_the_layout_and_not_dev_items():
     from tasks import TASKS
     from tasks.sql.layout import extract_sql, format_ok
 
-    config = resolve("smoke-learn", {"task": "spider-mini"})
-    demos = demonstrations(config)
+    demos = demonstrations(run_of("smoke-learn", {"task": "spider-mini"}))
     task = TASKS.get("spider-mini")
     assert len(demos) == 96
     assert all(format_ok(d.target) for d in demos)
@@ -60,43 +63,41 @@ def test_sql_demonstrations_are_gold_queries_in_the_layout_and_not_dev_items():
 
 def test_instruction_training_sets_have_no_demonstrations():
     with pytest.raises(ValueError, match="cannot warm-start"):
-        demonstrations(resolve("smoke-learn", {"task": "ifeval"}))
+        demonstrations(run_of("smoke-learn", {"task": "ifeval"}))
 
 
 def test_cache_key_changes_with_every_setting():
     base = resolve("smoke-learn", {"task": "bfcl"})
-    key = cache.cache_key(base, "data")
+
+    def key(config, data="data"):  # the folder's key: the hash that ends its name
+        return cache.folder(of_config(config), data).name.rsplit("-", 1)[1]
+
     changed = [
-        cache.cache_key(base, "other data"),
-        *(cache.cache_key(replace(base, warmstart=replace(base.warmstart, **{f: v})), "data")
+        key(base, "other data"),
+        *(key(replace(base, warmstart=replace(base.warmstart, **{f: v})))
           for f, v in (("warm_start_steps", 99), ("warm_start_lr", 1e-3),
                        ("warm_start_batch", 16), ("warm_start_seed", 5),
                        ("warm_start_layers", 0))),
-        cache.cache_key(replace(base, model=replace(base.model, model="tiny-random")), "data"),
-        cache.cache_key(replace(base, model=replace(base.model, dtype="bfloat16")), "data"),
-        cache.cache_key(replace(base, rollout=replace(base.rollout, max_prompt_tokens=64)),
-                        "data"),
+        key(replace(base, model=replace(base.model, model="tiny-random"))),
+        key(replace(base, model=replace(base.model, dtype="bfloat16"))),
+        key(replace(base, rollout=replace(base.rollout, max_prompt_tokens=64))),
         # the warm start's optimizer reads these two training settings
-        cache.cache_key(replace(base, training=replace(base.training, weight_decay=0.1)), "data"),
-        cache.cache_key(replace(base, training=replace(base.training, grad_clip=0.5)), "data"),
+        key(replace(base, training=replace(base.training, weight_decay=0.1))),
+        key(replace(base, training=replace(base.training, grad_clip=0.5))),
     ]
-    assert len({key, *changed}) == len(changed) + 1
+    assert len({key(base), *changed}) == len(changed) + 1
     # what does not change the weights does not change the key: the RL seed, the method
-    assert cache.cache_key(replace(base, seed=3, method=replace(base.method, method="grpo")),
-                           "data") == key
+    assert key(replace(base, seed=3, method=replace(base.method, method="grpo"))) == key(base)
     # the spider-mini warm start is another folder
-    sql = resolve("smoke-learn", {"task": "spider-mini"})
-    assert "spider-mini-train" in cache.warm_start_folder(sql).name
+    assert "spider-mini-train" in run_of("smoke-learn", {"task": "spider-mini"}
+                                         ).warm_start_folder.name
 
 
 def test_policy_source_refuses_a_missing_warm_start(tmp_path, monkeypatch):
-    config = resolve("smoke", {**TINY, "task": "bfcl"})
-    assert cache.policy_source(config) == "tiny-random"
-    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
-    monkeypatch.setattr(cache, "warm_start_folder",
-                        lambda c, cache_dir=tmp_path: tmp_path / "missing")
+    assert cache.policy_source(run_of("smoke", {**TINY, "task": "bfcl"})) == "tiny-random"
+    monkeypatch.setattr(cache, "folder", lambda run, data_hash, cache_dir=None: tmp_path / "no")
     with pytest.raises(FileNotFoundError, match="harness sft"):
-        cache.policy_source(resolve("smoke-learn", {**TINY, "task": "bfcl"}))
+        cache.policy_source(run_of("smoke-learn", {**TINY, "task": "bfcl"}))
 
 
 def test_sft_loss_decreases_and_folder_loads_back(tmp_path, process_group, monkeypatch):
@@ -105,10 +106,9 @@ def test_sft_loss_decreases_and_folder_loads_back(tmp_path, process_group, monke
     from harness.warmstart import sft
 
     target = tmp_path / "ws"
-    monkeypatch.setattr(sft.cache, "folder", lambda config, data_hash: target)
-    monkeypatch.setattr(cache, "warm_start_folder", lambda config, cache_dir=None: target)
+    monkeypatch.setattr(cache, "folder", lambda run, data_hash, cache_dir=None: target)
     config = resolve("smoke-learn", {**TINY, "task": "bfcl", "results_dir": str(tmp_path)})
-    path = sft.sft_worker(config, probe_prompts=2, probe_steps=(0, 4))
+    path = sft.sft_worker(of_config(config), probe_prompts=2, probe_steps=(0, 4))
     assert path == target and cache.is_complete(target)
     info = json.loads((target / cache.MARKER).read_text())
     losses = [h["loss"] for h in info["history"]]
@@ -134,16 +134,15 @@ def test_sft_loss_decreases_and_folder_loads_back(tmp_path, process_group, monke
 
 
 def test_warm_start_refuses_benchmark_items_before_training(monkeypatch):
-    from harness.warmstart import sft
+    from harness.warmstart.data import benchmark_items_problem
     from tasks import TASKS
 
-    config = resolve("smoke-learn", {"task": "spider-mini"})
-    demos = demonstrations(config)
-    sft.check_no_benchmark_items(config, demos)  # the real data passes
+    run = run_of("smoke-learn", {"task": "spider-mini"})
     dev = TASKS.get("spider-mini").load_eval(None)
-    leaked = [replace(demos[0], example=dev[3]), *demos[1:]]
-    with pytest.raises(ValueError, match="benchmark items"):
-        sft.check_no_benchmark_items(config, leaked)
+    assert benchmark_items_problem(run, run.demonstrations, dev) is None  # the real data passes
+    leaked = [replace(run.demonstrations[0], example=dev[3]), *run.demonstrations[1:]]
+    assert "1 warm-start demonstrations are benchmark items" in \
+        benchmark_items_problem(run, leaked, dev)
 
 
 def test_warm_start_layers_freezes_everything_below_the_top_blocks():

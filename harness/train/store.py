@@ -43,11 +43,13 @@ def store_result(run, examples: list[Example], responses: list[str],
                  scored: dict, history: list[dict], wall: float,
                  train_examples: Sequence[Example] = (), param_checksum: str = "",
                  workers: Sequence[dict] = (), provenance: dict | None = None,
-                 log_source: Path | None = None, evaluated_with: Sequence[str] = ()) -> Path:
+                 log_source: Path | None = None, evaluated_with: Sequence[str] = (),
+                 method=None) -> Path:
     """Predictions, then the training log, then the result JSON (the commit marker), at the
     seed's ``SeedRun`` paths. One training evaluated on several benchmarks stores one result
     per benchmark: ``log_source`` is the training's log (copied; moved when it is this run's
-    own), ``provenance`` the training's code, ``evaluated_with`` the benchmarks, in order."""
+    own), ``provenance`` the training's code, ``evaluated_with`` the benchmarks, in order;
+    ``method``: the run's, resolved."""
     orphan.check()  # a worker whose job was killed stores nothing (a resume may be running)
     config, path = run.config, run.result
     items = {it["id"]: it for it in scored.get("items", [])}
@@ -68,5 +70,5 @@ def store_result(run, examples: list[Example], responses: list[str],
         train_examples=train_examples, eval_examples=examples,
         problems=scored.get("problems", ()), workers=workers,
         provenance=provenance if provenance is not None else run.provenance(),
-        evaluated_with=evaluated_with))
+        evaluated_with=evaluated_with, method=method))
     return path

@@ -12,22 +12,20 @@ import json
 from pathlib import Path
 
 from harness.assets import CACHE_DIR
-from harness.config import RunConfig
 
 MARKER = "warm_start.json"
 # bump when the warm start's training code changes what it produces
 FORMAT_VERSION = 1
 
 
-def key_fields(config: RunConfig, data_hash: str) -> dict:
-    from harness.data import choose_train_set
-
+def key_fields(run, data_hash: str) -> dict:
+    config = run.config
     w = config.warmstart
     return {
         "version": FORMAT_VERSION,
         "model": config.model.model,
         "dtype": config.model.dtype,
-        "train_set": choose_train_set(config).name,
+        "train_set": run.train_set.name,
         "data_dir": config.task.data_dir,
         "data": data_hash,
         "steps": w.warm_start_steps,
@@ -42,24 +40,14 @@ def key_fields(config: RunConfig, data_hash: str) -> dict:
     }
 
 
-def cache_key(config: RunConfig, data_hash: str) -> str:
-    blob = json.dumps(key_fields(config, data_hash), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def folder(config: RunConfig, data_hash: str, cache_dir: Path = CACHE_DIR) -> Path:
-    from harness.data import choose_train_set
+def folder(run, data_hash: str, cache_dir: Path = CACHE_DIR) -> Path:
+    """The folder of the run's warm start whose demonstrations hash to ``data_hash``
+    (``Run.warm_start_folder``: this run's own, in the project's cache)."""
     from harness.results import slug
 
-    name = f"{slug(config.model.model)}-{choose_train_set(config).name}-{cache_key(config, data_hash)}"
+    key = hashlib.sha256(json.dumps(key_fields(run, data_hash), sort_keys=True).encode())
+    name = f"{slug(run.config.model.model)}-{run.train_set.name}-{key.hexdigest()[:12]}"
     return cache_dir / "warm-start" / name
-
-
-def warm_start_folder(config: RunConfig, cache_dir: Path = CACHE_DIR) -> Path:
-    """The run's warm-started model folder (computing the key loads the demonstrations)."""
-    from harness.warmstart.data import content_hash, demonstrations
-
-    return folder(config, content_hash(demonstrations(config)), cache_dir)
 
 
 def is_complete(path: Path) -> bool:
@@ -73,12 +61,12 @@ def made_by(path: Path) -> str:
     return str((info.get("provenance") or {}).get("fingerprint", ""))
 
 
-def policy_source(config: RunConfig) -> str:
+def policy_source(run) -> str:
     """What the policy is loaded from: the base model, or its warm-started folder, which must
     already exist (``harness sft`` or ``run --warm-start`` makes it)."""
-    if not config.warmstart.warm_start:
-        return config.model.model
-    path = warm_start_folder(config)
+    if not run.config.warmstart.warm_start:
+        return run.config.model.model
+    path = run.warm_start_folder
     if not is_complete(path):
         raise FileNotFoundError(
             f"the warm-started model {path} does not exist yet; `python -m harness run "

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-from harness.config import RunConfig
-from harness.data import choose_train_set, load_train
 from tasks.base import Example
 
 
@@ -24,16 +22,19 @@ class Demonstration:
     target: str  # the response to imitate, in the family's layout
 
 
-def demonstrations(config: RunConfig) -> list[Demonstration]:
+def demonstrations(run) -> list[Demonstration]:
     """The warm start's pairs, from the training set the run itself uses (drawn with the warm
-    start's own seed). Fails when the set has no reference answers in a layout."""
-    ts = choose_train_set(config)
+    start's own seed; read once per run: ``Run.demonstrations``). Fails when the set has no
+    reference answers in a layout."""
+    from harness.data import load_train
+
+    ts = run.train_set
     if ts.demonstration is None:
         raise ValueError(f"training set {ts.name!r} ({ts.family}) has no reference answers in a "
                          "response layout, so it cannot warm-start a model; run without "
                          "--warm-start")
-    examples = load_train(replace(config, seed=config.warmstart.warm_start_seed))
-    return [Demonstration(ex, ts.demonstration(ex)) for ex in examples]
+    return [Demonstration(ex, ts.demonstration(ex))
+            for ex in load_train(run, run.config.warmstart.warm_start_seed)]
 
 
 def user_turns(example: Example) -> str:
@@ -47,19 +48,14 @@ def benchmark_overlap(demos: Sequence[Demonstration], benchmark: Sequence[Exampl
     return [d.example.id for d in demos if user_turns(d.example).strip() in seen]
 
 
-def benchmark_items_problem(config: RunConfig, demos: Sequence[Demonstration],
-                            benchmark: Sequence[Example] | None = None) -> str | None:
+def benchmark_items_problem(run, demos: Sequence[Demonstration],
+                            benchmark: Sequence[Example]) -> str | None:
     """Why these demonstrations cannot be trained on (some are items of the run's whole
-    benchmark, not just its evaluated subset), or None. ``benchmark``: its items, when the
-    caller has read them already."""
-    from harness.data import benchmark_items, get_task
-
-    if benchmark is None:
-        benchmark = benchmark_items(get_task(config), config)
+    benchmark, not just its evaluated subset), or None."""
     overlap = benchmark_overlap(demos, benchmark)
     if overlap:
         return (f"{len(overlap)} warm-start demonstrations are benchmark items of "
-                f"{config.task.task!r} (e.g. {overlap[:3]}); refusing to train on them")
+                f"{run.task.name!r} (e.g. {overlap[:3]}); refusing to train on them")
     return None
 
 

@@ -21,20 +21,13 @@ import torch
 
 from harness import engine as eng
 from harness import orphan
-from harness.config import RunConfig, apply_overrides
-from harness.data import PromptSampler, get_task
+from harness.config import apply_overrides
+from harness.data import PromptSampler
 from harness.loss import token_logprobs
 from harness.models import load_model, load_tokenizer
 from harness.rollouts import HFRollout, with_response
 from harness.warmstart import cache
-from harness.warmstart.data import (batch, benchmark_items_problem, content_hash,
-                                    demonstrations, encode)
-
-
-def check_no_benchmark_items(config: RunConfig, demos) -> None:
-    problem = benchmark_items_problem(config, demos)
-    if problem:
-        raise ValueError(problem)
+from harness.warmstart.data import batch, content_hash, encode
 
 
 def sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens: float
@@ -56,15 +49,15 @@ def sft_loss(model, p_ids, p_mask, t_ids, t_mask, total_tokens: float
     return nll / total_tokens, int(mask.sum())
 
 
-def signal_probe(config: RunConfig, rollout: HFRollout, examples) -> dict:
+def signal_probe(run, rollout: HFRollout, examples, seed: int) -> dict:
     """What RL's first step will see on the training set: format rate and the share of groups
-    with a non-zero advantage for some reward (G samples of each example)."""
+    with a non-zero advantage for some reward (G samples of each example, sampled with
+    ``seed``)."""
     from methods.stats import groups_with_signal
 
-    task = get_task(config)
-    r = config.rollout
+    task, r = run.task, run.config.rollout
     ro = rollout.generate(examples, r.group_size, r.max_response_tokens, r.temperature, r.top_p,
-                          r.top_k, seed=config.seed)
+                          r.top_k, seed=seed)
     rewards = torch.tensor(task.compute_rewards([examples[i] for i in ro.example_index],
                                                 ro.texts), dtype=torch.float32)
     names = [rw.name for rw in task.rewards]
@@ -118,7 +111,7 @@ def probe_examples(demos, pair_source: list[int], schedule: list[list[int]], cou
     return unseen or [d.example for d in demos[:count]]
 
 
-def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None,
+def sft_worker(run, probe_prompts: int = 0, reporter_factory=None,
                probe_steps: tuple[int, ...] = ()) -> Path | None:
     """Train the warm start on this rank; rank 0 saves the folder and returns its path.
 
@@ -127,14 +120,16 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None,
     on, and store the format rate and the share of groups with signal in the folder's record.
     ``reporter_factory(label, steps)``: rank 0's progress reporter (harness.console)."""
     start = time.perf_counter()
+    config = run.config
     w = config.warmstart
     rank, world = eng.rank(), eng.world_size()
-    if w.warm_start_batch % world:
-        raise ValueError(f"--warm-start-batch ({w.warm_start_batch}) must be divisible by the "
-                         f"number of workers ({world})")
-    demos = demonstrations(config)
+    from harness.checks import worker_problems
+    from harness.preflight import raise_if
+
+    raise_if(worker_problems(run, world))
+    demos = run.demonstrations
     data_hash = content_hash(demos)
-    target = cache.folder(config, data_hash)
+    target = run.warm_start_folder
     base = config.model.model
     tokenizer = load_tokenizer(base, config.model.allow_download)
     pairs, pair_source = encode(tokenizer, demos, config.rollout.max_prompt_tokens)
@@ -164,8 +159,7 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None,
         if reporter is not None:
             reporter.send(("start", f"warm start probe after step {step}",
                            f"{probe_prompts} prompts x G={config.rollout.group_size}"))
-        probes.append({"step": step, **signal_probe(replace(config, seed=w.warm_start_seed),
-                                                     rollout, unseen)})
+        probes.append({"step": step, **signal_probe(run, rollout, unseen, w.warm_start_seed)})
         if reporter is not None and step < w.warm_start_steps:
             reporter.send(("start", "warm start", f"step {step}/{w.warm_start_steps}"))
 
@@ -208,7 +202,7 @@ def sft_worker(config: RunConfig, probe_prompts: int = 0, reporter_factory=None,
 
         # the code that trained it: a cache reused by other code is told apart (reproduce
         # --recheck trains its own)
-        info = {"key": cache.key_fields(config, data_hash), "history": history,
+        info = {"key": cache.key_fields(run, data_hash), "history": history,
                 "demonstrations": len(pairs), "seconds": seconds,
                 "provenance": provenance.current(plugins=config.plugins)}
         if probes:

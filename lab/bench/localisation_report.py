@@ -217,9 +217,10 @@ def bench_localisation(args: argparse.Namespace) -> int:
                      rollout=replace(base.rollout, prompts_per_step=args.responses // group))
     eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
     if config.warmstart.warm_start:
+        from harness.run import of_config
         from harness.warmstart.cache import policy_source
 
-        policy_source(config)  # fails now, with the command to make it, if it is missing
+        policy_source(of_config(config))  # fails now, with the command to make it, if it is missing
     meter = report.LoadMeter().start()
     seeds = list(range(args.seed, args.seed + args.seeds))
     per_seed = {s: probe(replace(config, seed=s), variants, s) for s in seeds}

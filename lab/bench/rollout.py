@@ -88,6 +88,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
     from harness.data import load_train
     from lab.flags import overrides_from
     from harness.models import load_model, load_tokenizer
+    from harness.run import of_config
     from harness.warmstart.cache import policy_source
 
     quiet.configure_process()
@@ -98,11 +99,12 @@ def bench_rollout(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown candidate(s) {', '.join(unknown)}; use some of "
                          f"{', '.join(CANDIDATES)}")
     if "vllm" in names:
-        problems = checks.device_problems(
-            resolve(args.preset, {**overrides_from(args), "engine": "vllm"}))
+        problems = checks.device_problems(of_config(
+            resolve(args.preset, {**overrides_from(args), "engine": "vllm"})))
         if problems:
             raise ValueError("; ".join(problems))
-    source = policy_source(config)
+    run = of_config(config)
+    source = policy_source(run)
     tokenizer = load_tokenizer(source)
     device = "cuda" if config.training.use_gpu else "cpu"
     model = load_model(source, dtype="float32").eval()
@@ -112,7 +114,7 @@ def bench_rollout(args: argparse.Namespace) -> int:
         engines[name] = build(name, model, tokenizer, config, source, device)
         startup[name] = time.perf_counter() - t0
     model = model.to(device)  # the fp32 policy the log-prob gaps are measured against
-    train = load_train(config)
+    train = load_train(run)
     g, r = config.rollout.group_size, config.rollout
     rows = []
     meter = report.LoadMeter().start()

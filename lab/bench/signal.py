@@ -39,13 +39,14 @@ def bench_signal(args: argparse.Namespace) -> int:
     from harness.models import load_model, load_tokenizer
     from harness.rollouts import HFRollout
     from harness.warmstart.cache import policy_source
-    from harness.warmstart.data import demonstrations, encode
+    from harness.run import of_config
+    from harness.warmstart.data import encode
     from harness.warmstart.sft import probe_examples, signal_probe, training_schedule
 
     quiet.configure_process()
     config = resolve(args.preset, overrides_from(args))
-    source = policy_source(config)
-    demos = demonstrations(replace_seed(config))
+    run = of_config(config)
+    source, demos = policy_source(run), run.demonstrations
     # the prompts the warm start's own probe uses: none of them is trained on
     pairs, pair_source = encode(load_tokenizer(config.model.model), demos,
                                 config.rollout.max_prompt_tokens)
@@ -57,7 +58,7 @@ def bench_signal(args: argparse.Namespace) -> int:
     rollout = HFRollout(load_model(source), load_tokenizer(source))
     start = time.perf_counter()
     meter = report.LoadMeter().start()
-    probe = signal_probe(config, rollout, examples)
+    probe = signal_probe(run, rollout, examples, config.seed)
     seconds = time.perf_counter() - start
     mode = ("warm start" if config.warmstart.warm_start else "base model") + \
         (" + one worked example in the prompt" if args.one_shot else "")
@@ -75,10 +76,6 @@ def bench_signal(args: argparse.Namespace) -> int:
                      f"# {args.label}\n\n`bench signal`: {line}\n\nMachine: "
                      f"{report.machine_line(m)}\n", args.output_dir)
     return 0
-
-
-def replace_seed(config):
-    return dataclasses.replace(config, seed=config.warmstart.warm_start_seed)
 
 
 def add_parser(which) -> None:

@@ -95,9 +95,10 @@ def bench_step(args: argparse.Namespace) -> int:
         raise ValueError(f"--baseline {args.baseline!r} is not among --methods {specs}")
     eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
     if config.warmstart.warm_start:
+        from harness.run import of_config
         from harness.warmstart.cache import policy_source
 
-        policy_source(config)  # fails now, with the command to make it, if it is missing
+        policy_source(of_config(config))  # fails now, with the command to make it, if it is missing
     runs: dict[str, list[dict]] = {s: [] for s in specs}
     meter = report.LoadMeter().start()  # what else used the CPUs meanwhile goes in the report
     for _ in range(args.warmup):  # a process's first step pays its allocator's growth

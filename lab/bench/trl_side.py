@@ -28,13 +28,14 @@ def run_trl(job: dict, side: str = "trl") -> dict:
     from harness.config import RunConfig
     from harness.integrations.trl import dataset, reward_functions
     from harness.console import quiet
-    from harness.data import get_task, load_train
+    from harness.data import load_train
+    from harness.run import of_config
     from harness.models import load_tokenizer
 
     quiet.configure_process()
     config = RunConfig.from_dict(job["config"])
-    task = get_task(config)
-    train = load_train(config)
+    run = of_config(config)
+    task, train = run.task, load_train(run)
     examples = [train[i] for i in job["prompts"]]  # every step's prompts, in order
     by_id = {ex.id: ex for ex in examples}
     r, t = config.rollout, config.training

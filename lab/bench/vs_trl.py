@@ -190,7 +190,10 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
     quiet.configure_process()
     base = resolve(args.preset, {**overrides_from(args), "method": "grpo", "steps": args.steps,
                                  "kl_coef": 0.0})
-    model_path = policy_source(base)  # makes the warm start now if missing, not in a side
+    from harness.run import of_config
+
+    resolved = of_config(base)
+    model_path = policy_source(resolved)  # makes the warm start now if missing, not in a side
     if not Path(model_path).is_dir():
         from harness.models import resolve as resolve_model
 
@@ -201,7 +204,7 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
     if responses % micro:
         raise ValueError(f"{responses} responses per step are not a whole number of "
                          f"micro-batches of {micro}")
-    sampler = PromptSampler(len(load_train(base)), base.seed)
+    sampler = PromptSampler(len(load_train(resolved)), base.seed)
     prompts = [i for _ in range(args.steps) for i in sampler.next(r.prompts_per_step)]
     configs = {s: resolve(args.preset, {**overrides_from(args), "method": "grpo",
                                         "steps": args.steps, "kl_coef": 0.0, **SIDES[s][0]})

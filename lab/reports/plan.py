@@ -11,6 +11,7 @@ import re
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness import config as cfg
 from lab.reports.spec import Row, Setting, Spec
@@ -30,6 +31,7 @@ class Job:
     # stored seeds made by other code than this tree's (another fingerprint); with
     # --rerun-stale they are not in ``stored`` but in ``missing``
     stale: tuple[int, ...] = ()
+    run: Any = None  # its harness.run.Run (of ``seeds``): names looked up, folders named once
 
     @property
     def missing(self) -> tuple[int, ...]:
@@ -40,9 +42,11 @@ class Job:
 
     def seed_run(self, seed: int):
         """Seed ``seed``'s files (harness.seedrun.SeedRun: the one source of a seed's paths)."""
+        if self.run is not None and seed in self.seeds:  # named when the plan resolved it
+            return self.run.seed_runs()[self.seeds.index(seed)]
         from harness.seedrun import SeedRun
 
-        return SeedRun.of_seed(self.config, seed)
+        return SeedRun.of_seed(self.config, seed)  # a job made by hand
 
 
 @dataclass
@@ -95,18 +99,14 @@ class Plan:
         """The runs to do, one training per group: jobs that differ only in the benchmark
         (same family, training set and missing seeds) train once and evaluate each benchmark
         (``--task A,B``); each: (config, seeds, its jobs)."""
-        from harness.data import choose_train_set, get_task
-
         groups: dict[tuple, list[Job]] = {}
         for job in self.jobs:
             if job.blocked or not job.missing:
                 continue
-            c = job.config
-            try:
-                key = (replace(c, task=replace(c.task, task="")), get_task(c).family,
-                       choose_train_set(c).name, job.missing)
-            except (KeyError, ValueError):
-                key = (c, job.missing)  # the preflight names what is wrong with it
+            c, run = job.config, job.run
+            key = (c, job.missing) if run.train_problem else (  # the preflight names it
+                replace(c, task=replace(c.task, task="")), run.task.family, run.train_set.name,
+                job.missing)
             groups.setdefault(key, []).append(job)
         out = []
         for jobs in groups.values():
@@ -147,16 +147,19 @@ def run_config(spec: Spec, setting: Setting, row: Row, model: str, task: str,
 _DATA_CHECKED: dict[tuple, str] = {}
 
 
-def data_problem(config: cfg.RunConfig) -> str:
+def data_problem(run) -> str:
     """Why this task cannot be trained and evaluated here ("" if it can); checked once per
     (task, data dir, training set) by loading its training set and benchmark."""
-    from harness.data import get_task, load_eval, load_train
+    from harness.data import load_eval, load_train
 
+    config = run.config
     key = (config.task.task, config.task.data_dir, config.task.train_data)
     if key not in _DATA_CHECKED:
         try:
-            load_train(config)
-            load_eval(get_task(config), config)
+            if run.train_problem:
+                raise ValueError(run.train_problem.removeprefix("training set: "))
+            load_train(run)
+            load_eval(run.task, config)
             _DATA_CHECKED[key] = ""
         except (FileNotFoundError, ValueError) as exc:
             _DATA_CHECKED[key] = str(exc).splitlines()[0]
@@ -170,6 +173,7 @@ def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
     """``rerun_stale``: stored seeds made by other code than this tree's count as missing."""
     from harness import provenance
     from harness.launch import pending_seeds
+    from harness.run import of_config
 
     setting = spec.setting(setting_name)
     n_seeds = seeds or setting.seeds
@@ -182,15 +186,16 @@ def make_plan(spec: Spec, setting_name: str, seeds: int | None = None,
                 config = run_config(spec, setting, row, model, task, results_dir, data_dir)
                 want = (0,) if row.base else tuple(range(n_seeds))
                 # a stored seed made with other settings stops the plan: it is never pooled
-                todo = pending_seeds(config, list(want))
+                run = of_config(config, want)
+                todo = pending_seeds(run)
                 have = tuple(s for s in want if s not in todo)
-                job = Job(row, model_label, task, config, want, have)
+                job = Job(row, model_label, task, config, want, have, run=run)
                 stale = tuple(s for s in have if provenance.of_result(
                     plan.result(job, s))["fingerprint"] != here)
                 if rerun_stale:
                     have = tuple(s for s in have if s not in stale)
                 blocked = model_missing or ("" if len(have) == len(want)
-                                            else data_problem(config))
+                                            else data_problem(run))
                 plan.jobs.append(replace(job, stored=have, blocked=blocked, stale=stale))
     return plan
 
@@ -210,7 +215,8 @@ def estimate_seconds(plan: Plan, results_dir: str) -> tuple[float, int]:
     for _, seeds, jobs in plan.trainings():
         for k, job in enumerate(jobs):
             # one training per group: the benchmarks after the first add their evaluation
-            one = estimate_run(job.config, stored, with_training=k == 0)
+            one = estimate_run(job.config, stored, with_training=k == 0,
+                               folder=job.seed_run(job.seeds[0]).folder)
             if one is None:
                 unknown += len(seeds)
             else:
@@ -237,7 +243,8 @@ def stored_costs(results_dir: str) -> list[tuple]:
     return stored
 
 
-def estimate_run(config, stored: list[tuple], with_training: bool = True) -> float | None:
+def estimate_run(config, stored: list[tuple], with_training: bool = True,
+                 folder: Path | None = None) -> float | None:
     """Seconds one seed of ``config`` would take (None: nothing stored to estimate from);
     ``with_training=False``: its start-up and evaluation only.
 
@@ -251,7 +258,7 @@ def estimate_run(config, stored: list[tuple], with_training: bool = True) -> flo
 
     c = config
     near = []
-    folder = SeedRun.of(c).folder.resolve()
+    folder = (folder or SeedRun.of(c).folder).resolve()  # ``folder``: its run folder, if known
     for match in (lambda s: s[7] == folder,
                   lambda s: s[:3] == (c.task.task, c.method.method, c.preset),
                   lambda s: (s[0], s[2]) == (c.task.task, c.preset),

@@ -155,15 +155,17 @@ def restamp(path: Path, new: dict, record: Path, checked_seed: int) -> None:
     atomic_write_json(path, data)
 
 
-def set_aside_other_warm_start(config, fingerprint: str, log, cache_dir=None) -> None:
-    """Move a warm start the run would reuse aside when other code trained it (or one cached
-    before warm starts recorded their code), so this code trains its own."""
-    from harness.assets import CACHE_DIR
+def set_aside_other_warm_start(run, fingerprint: str, log, cache_dir=None) -> None:
+    """Move a warm start the run (``harness.run.Run``) would reuse aside when other code
+    trained it (or one cached before warm starts recorded their code), so this code trains its
+    own."""
     from harness.warmstart import cache
+    from harness.warmstart.data import content_hash
 
-    if not config.warmstart.warm_start:
+    if not run.config.warmstart.warm_start:
         return
-    folder = cache.warm_start_folder(config, cache_dir or CACHE_DIR)
+    folder = run.warm_start_folder if cache_dir is None else \
+        cache.folder(run, content_hash(run.demonstrations), cache_dir)
     if not cache.is_complete(folder):
         return
     made = cache.made_by(folder)
@@ -214,12 +216,14 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
         config = replace(made, seed=seed, results_dir=str(scratch),
                          checkpoint_dir=str(scratch / "checkpoints"))
         rerun_path = SeedRun.of(replace(job.config, seed=seed, results_dir=str(scratch))).result
-        if pending_seeds(config, [seed]):
-            raise_if(problems(of_config(config, [seed], force=True)))
-            set_aside_other_warm_start(config, here["fingerprint"], log)
+        run = of_config(config, [seed])
+        if pending_seeds(run):
+            run = replace(run, force=True)
+            raise_if(problems(run))
+            set_aside_other_warm_start(run, here["fingerprint"], log)
             log(f"recheck {job.task} {job.row.label} seed {seed}: rerunning it on this code "
                 f"into {scratch}")
-            run_seeds(config, [seed], force=True)
+            run_seeds(run, [seed], force=True)
         differences, compared = compare(stored_path, rerun_path)
         old = made_by["fingerprint"]
         same = [s for s in stale if provenance.of_result(plan.result(job, s))["fingerprint"]
@@ -282,7 +286,8 @@ def dry_run(plan: Plan, results_dir: str) -> str:
         if skip:
             lines.append(f"  recheck {job.task:<12} {job.row.label:<14} not here: {skip}")
             continue
-        one = estimate_run(job.seed_config(seed), costs) or 0.0
+        one = estimate_run(job.seed_config(seed), costs,
+                           folder=job.seed_run(seed).folder) or 0.0
         total, cells = total + one, cells + 1
         lines.append(f"  recheck {job.task:<12} {job.row.label:<14} seed {seed} "
                      f"(about {one / 60:.0f} min)")

@@ -104,20 +104,22 @@ def execute(plan: Plan) -> None:
     from harness.preflight import PreflightError, problems as check, raise_if
     from harness.run import of_config
 
-    todo = plan.trainings()  # cells that differ only in the benchmark train once
+    todo = []  # cells that differ only in the benchmark train once
     problems: list[str] = []
-    for config, seeds, jobs in todo:
+    for config, seeds, jobs in plan.trainings():
         try:  # the cell's run, resolved and checked as `harness run` would (its seeds are
             # the plan's to make: missing, or stale with --rerun-stale)
-            found = check(of_config(config, seeds, force=True))
+            run = of_config(config, seeds, force=True)
+            found = check(run)
+            todo.append((run, len(jobs)))
         except PreflightError as exc:
             found = exc.problems
         problems += [p for p in found if p not in problems]
     raise_if(problems)
-    for config, seeds, jobs in todo:
+    for run, cells in todo:
         # every benchmark of the group misses these seeds (absent, or stale with
         # --rerun-stale): each is made anew
-        run_seeds(config, list(seeds), force=len(jobs) > 1)
+        run_seeds(run, list(run.seeds), force=cells > 1)
 
 
 def not_run_cells(text: str) -> int:

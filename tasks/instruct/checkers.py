@@ -110,7 +110,7 @@ def registry() -> Registry[Checker]:
 
             DetectorFactory.seed = 0
             with _offline_nltk():
-                reg: Registry[Checker] = Registry("instruction id")
+                reg: Registry[Checker] = Registry("instruction id", of_settings=False)
                 for source, module in (("ifeval", _import_ifeval()),
                                        ("ifbench", _import_ifbench())):
                     for iid, cls in module.INSTRUCTION_DICT.items():

@@ -110,7 +110,7 @@ def test_a_missing_dependency_is_named_before_training(data_dir):
 
     config = RunConfig(task=TaskConfig(task="muldimif", data_dir=str(data_dir),
                                        train_data="if-synth"))
-    assert checks.task_problems(config) == []
+    assert checks.task_problems(of_config(config).task, config.task.data_dir) == []
     launch.validate(of_config(config))  # passes: the checkout imports
     utils = data_dir / "muldimif" / "Code" / "utils" / "data_utils.py"
     utils.write_text("import zz_not_installed_anywhere\n" + DATA_UTILS_PY)
