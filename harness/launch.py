@@ -70,18 +70,18 @@ def pending_seeds(run, seeds: list[int] | None = None) -> list[int]:
     return [s for s in wanted if s in missing]
 
 
-def still_missing(run, k: int) -> tuple[cfg.RunConfig, object]:
-    """The ``k``-th seed's config and files evaluating only the benchmarks it has no result for
-    (a stored result is never replaced without --force); all of them when every one is stored
-    (a forced rerun)."""
+def still_missing(run, k: int, force: bool = False):
+    """The ``k``-th seed's files (``SeedRun``) with the config its workers train: evaluating
+    only the benchmarks it has no result for (a stored result is never replaced without
+    --force); all of them when every one is stored or ``force`` (a forced rerun)."""
     files = [each[k] for each in run.files]
     config = replace(run.config, seed=run.seeds[k])
-    todo = [r for r in files if not r.result.is_file()]
+    todo = [r for r in files if force or not r.result.is_file()]
     if not todo or len(todo) == len(files):
-        return config, files[0]
+        return replace(files[0], config=config)
     names = [r.config.task.task for r in todo]
-    return replace(config, task=replace(config.task, task=names[0],
-                                        also_evaluate=",".join(names[1:]))), todo[0]
+    return replace(todo[0], config=replace(config, task=replace(
+        config.task, task=names[0], also_evaluate=",".join(names[1:]))))
 
 
 def run_seeds(run, seeds: list[int], log=print, force: bool = False) -> list[Path]:
@@ -105,16 +105,13 @@ def run_seeds(run, seeds: list[int], log=print, force: bool = False) -> list[Pat
         startup.mark("warm_start_ready")
     out = []
     for s in seeds:
-        k = run.seeds.index(s)
-        # its folders and settings hash, resolved with the run
-        seed_config, seed_run = (replace(config, seed=s), run.files[0][k]) if force \
-            else still_missing(run, k)
+        seed_run = still_missing(run, run.seeds.index(s), force)  # resolved with the run
         found = seed_run.saved_steps()
         if found:
             log(f"seed {s}: checkpoints of steps {found} found; Ray Train resumes from the "
                 "latest complete one")
         try:
-            path = train_seed(seed_config, seed_run)
+            path = train_seed(seed_run.config, seed_run)
         except KeyboardInterrupt:
             raise Interrupted(interrupted_text(seed_run)) from None
         log(f"seed {s}: stored {path}")

@@ -81,6 +81,7 @@ def test_one_training_stores_a_result_per_benchmark_equal_to_a_run_alone(tmp_pat
     # a seed with one benchmark stored evaluates only the other: a stored result stays
     result_path(cfg.evaluations(joint)[0]).unlink()
     assert pending_seeds(run) == [0]
-    narrowed, files = still_missing(run, 0)
-    assert cfg.benchmarks(narrowed) == ("ifeval",) and files.result == result_path(narrowed)
+    narrowed = still_missing(run, 0)
+    assert cfg.benchmarks(narrowed.config) == ("ifeval",)
+    assert narrowed.result == result_path(narrowed.config)
     assert json.loads(result_path(cfg.evaluations(joint)[1]).read_text()) == ifbench

@@ -105,11 +105,14 @@ def test_the_training_set_is_chosen_once_per_process(tmp_path, monkeypatch):
 # config from ``Run.evaluated`` (each benchmark is evaluated on its own config)
 RUN_LAYERS = ("harness/preflight.py", "harness/checks.py", "harness/data.py",
               "harness/launch.py", "harness/warmstart/cache.py", "harness/warmstart/data.py",
-              "harness/warmstart/sft.py")
+              "harness/warmstart/sft.py", "harness/trainer.py")
 TAKES_A_CONFIG = {
     "harness/checks.py": {"type_problems"},  # of_config checks the values' types first
     "harness/data.py": {"intended_train_set", "choose_train_set",  # of_config's choice
                         "benchmark_items", "load_eval"},  # one benchmark of Run.evaluated
+    # a Run, or a config an in-process caller gives (resolved there, through of_config); and
+    # one benchmark's config from Run.evaluated
+    "harness/trainer.py": {"__init__", "train_worker", "evaluate", "engine_context"},
 }
 
 
