@@ -225,7 +225,10 @@ def train_seed(config: RunConfig, run=None) -> Path:
     run.record_start()  # the code it starts (or resumes) under, kept through resumes
     token = driver_token(run.folder)
     try:
-        _fit(_worker_entry, config, storage=storage, run=run, driver_token=str(token))
+        # the seed's files without its config: a worker resolves that from the stored form,
+        # its plugins loaded first (a plugin method's options object unpickles only then)
+        _fit(_worker_entry, config, storage=storage, run=replace(run, config=None),
+             driver_token=str(token))
     finally:
         token.unlink(missing_ok=True)
     if not run.result.is_file():

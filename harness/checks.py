@@ -39,14 +39,13 @@ _KINDS = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
 def type_problems(config: RunConfig) -> list[str]:
     """Values of the wrong type (an API keyword ``lr="abc"``, a hand-edited stored config):
     checked first, since every other check compares them as numbers."""
-    from harness.config import all_fields
+    from harness.config import ABSENT, all_fields, field_value
 
     out = []
     for name, (section, f) in all_fields().items():
-        holder = getattr(config, section) if section else config
-        if not hasattr(holder, name):
+        value = field_value(config, section, name)
+        if value is ABSENT:  # another method's option
             continue
-        value = getattr(holder, name)
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
         allowed = _KINDS.get(kind)
         if allowed is None:

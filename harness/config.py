@@ -14,12 +14,12 @@ from typing import Any
 import methods
 import tasks  # noqa: F401  (its families register their options)
 from common.registry import derived, did_you_mean
-from common.options import (from_section_dict, open_dataclass, option, option_fields,
-                            section_dict, with_absent, with_values)
+from common.options import (from_section_dict, merged_fields, open_dataclass, option,
+                            option_fields, section_dict, with_absent, with_values)
 from harness import plugins
+from harness.method_config import MethodConfig, method_config, options_class
 from harness.autovalues import auto_values
 from harness.presets import PRESETS
-from methods.base import make_options_class
 from tasks.registry import FAMILY_OPTIONS, family_classes
 
 
@@ -149,28 +149,6 @@ class TrainingConfig:
                                        "sqlite:///<run folder>/mlflow.db", identity=False)
 
 
-def _method_config() -> type:
-    """``MethodConfig``: the method's name plus every option of every registered method, each
-    declared in its method's file under methods/ (one field, one flag, one definition); made
-    once, a plugin's options held in it too (``common.options.open_dataclass``)."""
-    cls = make_options_class(
-        "MethodConfig", __name__, methods.option_classes,
-        extra=[("method", "str", option("gdpo", "advantage strategy from the method registry, or "
-                                             "a composition such as a+b (see `harness "
-                                             "list`)"))])
-
-    def options(self):
-        """The method options (methods.options_class()) with this config's values."""
-        kind = methods.options_class()
-        return methods.options(**{f.name: getattr(self, f.name) for f in option_fields(kind)})
-
-    cls.options = options
-    return cls
-
-
-MethodConfig = _method_config()
-
-
 def _task_config() -> type:
     """``TaskConfig``: what is evaluated and trained on, plus every task family's run options,
     each declared in its family under tasks/ (``tasks.registry.FAMILY_OPTIONS``)."""
@@ -245,9 +223,11 @@ class RunConfig:
                                        "your own methods or tasks (repeatable)", identity=False)
 
     def to_dict(self) -> dict:
-        """Sections as flat dicts (a plugin's options beside the built-in ones)."""
+        """Sections as flat dicts: the method's name with its own options, the task's fields
+        with its family options (a plugin's beside the built-in ones)."""
         out = dataclasses.asdict(self)
-        out.update(method=section_dict(self.method), task=section_dict(self.task))
+        out.update(method={"method": self.method.method, **dataclasses.asdict(
+            self.method.options)}, task=section_dict(self.task))
         return out
 
     @staticmethod
@@ -260,6 +240,14 @@ class RunConfig:
         kwargs = {}
         for key, value in data.items():
             cls = SECTION_TYPES.get(key)
+            if key == "method":  # options its method does not read (a file of an older
+                # version stored every method's) are not its own
+                value = dict(renamed(value))
+                name = value.pop("method", MethodConfig.method)
+                own = {f.name for f in fields(options_class(name))}
+                kwargs[key] = method_config(name, with_absent(
+                    options_class(name), {k: v for k, v in value.items() if k in own}))
+                continue
             kwargs[key] = from_section_dict(cls, with_absent(cls, renamed(value))) if cls else \
                 (tuple(value) if key == "plugins" else value)
         unknown = set(kwargs) - set(sections)
@@ -277,7 +265,9 @@ def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     """flag name -> (section or None, field). Raises if two sections share a field name."""
     out: dict[str, tuple[str | None, dataclasses.Field]] = {}
     for section, cls in SECTION_TYPES.items():
-        for f in option_fields(cls):  # a plugin's options too
+        # a plugin's options too; the method section: its name, then every method's options
+        for f in ([fields(MethodConfig)[0], *merged_fields(methods.option_classes())]
+                  if cls is MethodConfig else option_fields(cls)):
             if f.name in out:
                 raise RuntimeError(f"config field {f.name!r} appears in two sections")
             out[f.name] = (section, f)
@@ -334,7 +324,14 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
             raise ValueError(f"unknown config field {name!r}{did_you_mean(name, known)}")
         by_section.setdefault(known[name][0], {})[name] = value
     top = by_section.pop(None, {})
-    new = {s: with_values(getattr(config, s), vals) for s, vals in by_section.items()}
+    if "plugins" in top:  # their methods' options are options of the method section
+        plugins.load_plugins(tuple(top["plugins"]))
+    new = {s: with_values(getattr(config, s), vals) for s, vals in by_section.items()
+           if s != "method"}
+    if "method" in by_section:
+        vals = dict(by_section["method"])
+        new["method"] = method_config(vals.pop("method", config.method.method), vals,
+                                      config.method)
     return replace(config, **new, **top)
 
 
@@ -351,36 +348,16 @@ def preset_config(preset: str) -> RunConfig:
     return auto_values(apply_overrides(base, {"preset": preset}))
 
 
-def identity_overrides(config: RunConfig) -> dict[str, Any]:
-    """Fields that differ from the preset and change results (part of the result's identity)."""
-    reference = resolve(config.preset, {})
-    out = {}
-    for name, (section, f) in all_fields().items():
-        # train_data is resolved to the chosen set's name by harness.results.run_dir
-        if not f.metadata.get("identity", True) or name in ("seed", "preset", "train_data"):
-            continue
-        ours = getattr(getattr(config, section), name) if section else getattr(config, name)
-        theirs = getattr(getattr(reference, section), name) if section else getattr(reference, name)
-        if ours != theirs:
-            out[name] = ours
-    return out
+ABSENT = object()  # a method option the run's method does not read
 
 
-def setting_name(config: RunConfig) -> str:
-    """The preset's name, with a short hash of any result-changing override."""
-    diff = identity_overrides(config)
-    diff.pop("model", None)
-    diff.pop("method", None)
-    diff.pop("task", None)
-    if not diff:
-        return config.preset
-    # a renamed field hashes under its first name while that name is still read (one
-    # release), so the folders made before the rename keep theirs
-    first = {name: f.metadata["aliases"][0] for name, (_, f) in all_fields().items()
-             if f.metadata.get("aliases")}
-    diff = {first.get(k, k): v for k, v in diff.items()}
-    digest = hashlib.sha256(json.dumps(diff, sort_keys=True).encode()).hexdigest()[:8]
-    return f"{config.preset}-{digest}"
+def field_value(config: RunConfig, section: str | None, name: str, absent: Any = ABSENT) -> Any:
+    """A field's value by flat name (``all_fields``); ``absent`` for an option of another
+    method than the config's."""
+    holder = getattr(config, section) if section else config
+    if section == "method" and name != "method":
+        holder = holder.options
+    return getattr(holder, name, absent)
 
 
 def benchmarks(config: RunConfig) -> tuple[str, ...]:

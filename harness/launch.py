@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from harness import config as cfg
-
 
 def validate(run) -> None:
     """Fail on every problem of the resolved run (``harness.run.Run``: settings, options,

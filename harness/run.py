@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from common.options import values_of
 from common.registry import did_you_mean
 from harness import config as cfg
+from harness.method_config import NoOptions, foreign_method_options, options_class
 from harness.preflight import PreflightError
 from harness.seedrun import SeedRun
 
@@ -127,14 +128,25 @@ def resolve(preset: str = "smoke", overrides: dict[str, Any] | None = None,
         problems.append(PRESETS.unknown_message(preset))
     if problems:
         raise PreflightError(problems)
-    config = absolute(cfg.resolve(preset, overrides))
-    return of_config(config, seeds, force, purpose, **flags)
+    # options of another method than the run's: a problem the check lists, not a value
+    method = overrides.get("method") or cfg.resolve(preset, {}).method.method
+    sections = {k: v[0] for k, v in cfg.all_fields().items()}
+    names = {k: cfg.aliases().get(k, k) for k in overrides}
+    own = options_class(method)  # none for an unknown method: of_config names it instead
+    drop = set() if own is NoOptions else {
+        n for n in names.values() if sections.get(n) == "method" and n != "method"
+        and n not in {f.name for f in fields(own)}}
+    foreign = foreign_method_options(method, [n for n in names.values() if n in drop])
+    config = absolute(cfg.resolve(preset, {k: v for k, v in overrides.items()
+                                           if names[k] not in drop}))
+    return of_config(config, seeds, force, purpose, foreign=foreign, **flags)
 
 
 def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = False,
-              purpose: str = "run", rerun_stale: bool = False,
-              allow_mixed_code: bool = False) -> Run:
-    """A ``Run`` of a config already made (a stored one, a reproduce cell's, a worker's)."""
+              purpose: str = "run", rerun_stale: bool = False, allow_mixed_code: bool = False,
+              foreign: Sequence[str] = ()) -> Run:
+    """A ``Run`` of a config already made (a stored one, a reproduce cell's, a worker's);
+    ``foreign``: what ``resolve`` found given for another method than the run's."""
     import methods
     from harness.checks import type_problems
     from harness.data import choose_train_set
@@ -176,39 +188,29 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
     train_set, why = sets[0]  # the run's own (--task's)
     reference = absolute(cfg.resolve(config.preset, {}))
     return Run(config=config, train_set=train_set, train_problem=why and f"training set: {why}",
-               task=task, options=config.method.options(), reference=reference,
+               task=task, options=config.method.options, reference=reference,
                family_options=(values_of(config.task, FAMILY_OPTIONS.get(family))
                                if family in FAMILY_OPTIONS else None),
-               foreign=foreign_options(config, found["method"], family, reference),
+               foreign=(*foreign, *foreign_options(config, family, reference)),
                evaluated=tuple(evaluated), files=tuple(files),
                seeds=tuple(seeds), force=force, rerun_stale=rerun_stale,
                allow_mixed_code=allow_mixed_code, purpose=purpose, **{
                    k: found[k] for k in ("method", "engine", "preset")})
 
 
-def foreign_options(config: cfg.RunConfig, method, family: str, reference) -> tuple[str, ...]:
-    """Options set for a method, task family or engine this run does not use: they would do
-    nothing, yet (for the result-changing ones) rename the run's folder, so it never pools
-    with the same run without them."""
-    import methods
+def foreign_options(config: cfg.RunConfig, family: str, reference) -> tuple[str, ...]:
+    """Options set for a task family or engine this run does not use: they would do nothing,
+    yet (for the result-changing ones) rename the run's folder, so it never pools with the
+    same run without them (another method's: refused by ``resolve``, a config holds none)."""
     from harness.rollouts import ENGINES
 
     changed = set()
     for name, (section, f) in cfg.all_fields().items():
         # a config made before a plugin registered its options lacks them: their defaults
-        ours = getattr(getattr(config, section) if section else config, name, f.default)
-        if ours != getattr(getattr(reference, section) if section else reference, name):
+        if section not in ("method",) and cfg.field_value(config, section, name, f.default) \
+                != cfg.field_value(reference, section, name, f.default):
             changed.add(name)
-    used = {f.name for cls in method.options for f in fields(cls)}
-    common = {f.name for f in fields(methods.CommonOptions)}
-    owners: dict[str, list[str]] = {}
-    for name, entry in methods.METHODS.items():
-        for f in (f for cls in entry.options for f in fields(cls) if f.name not in common):
-            owners.setdefault(f.name, []).append(name)
-    out = [f"--{name.replace('_', '-')} is an option of {', '.join(who)}, not of method "
-           f"{config.method.method!r}; drop it (or use one of those methods)"
-           for name, who in owners.items() if name in changed and name not in used]
-    out += family_option_problems(config.task.task, family, changed)
+    out = family_option_problems(config.task.task, family, changed)
     out += [f"--{option.replace('_', '-')} is an option of --engine {name}, not of --engine "
             f"{config.rollout.engine}; drop it" for name, entry in ENGINES.items()
             if name != config.rollout.engine for option in entry.options if option in changed]

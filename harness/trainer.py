@@ -395,5 +395,5 @@ def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=No
     for r, e, s in reversed(list(zip(runs, evaluated, scored))):
         path = store_result(r, *e, s, history, wall, trainer.train_examples, checksum, workers,
                             provenance=run.provenance(), log_source=run.partial_log,
-                            evaluated_with=names, method=trainer.method)
+                            evaluated_with=names)
     return path

@@ -14,19 +14,20 @@ from harness import config as cfg
 
 
 def settings_lines(config: cfg.RunConfig, reference: cfg.RunConfig) -> list[str]:
-    """Every resolved field by section; fields that differ from the preset's (``reference``,
-    ``Run.reference``) are marked *."""
+    """Every resolved field by section (of the method's options, its own); fields that differ
+    from the preset's (``reference``, ``Run.reference``) are marked *."""
+    from harness.results import preset_value
+
     out = []
     by_section: dict[str, list[str]] = {}
     for name, (section, _) in cfg.all_fields().items():  # a plugin's options too
-        if section:
+        if section and cfg.field_value(config, section, name) is not cfg.ABSENT:
             by_section.setdefault(section, []).append(name)
     for section in cfg.SECTION_TYPES:
-        ours, theirs = getattr(config, section), getattr(reference, section)
         items = []
         for name in by_section.get(section, []):
-            value = getattr(ours, name)
-            mark = "*" if value != getattr(theirs, name) else " "
+            value = cfg.field_value(config, section, name)
+            mark = "*" if value != preset_value(reference, section, name) else " "
             items.append(f"  {mark} {name:<28} {value!r}")
         out += [f"{section}:", *items]
     top = [f for f in fields(config) if f.name not in cfg.SECTION_TYPES and f.name != "seed"]

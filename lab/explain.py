@@ -106,7 +106,7 @@ def explain(run: Path, example: int, out_dir: Path, response: int = 0, model: st
     if method.reference is None:
         raise ValueError(f"method {method.name!r} declares no reference method (the one it "
                          "reduces to); explain compares the two")
-    opts = config.method.options()
+    opts = config.method.options
     # the policy is the run's starting model, so it is also the "initial" one passes may read
     ctx = PolicyContext({"policy": policy, "initial": policy}, tok, [ex] * g, ro.texts, ro.response_ids,
                         ro.response_mask, rewards, tuple(names),

@@ -232,7 +232,7 @@ def add_config_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] = ()
         elif name in required:
             help_text += " [required]"
         elif shown is not None:
-            value = getattr(getattr(shown, section), name) if section else getattr(shown, name)
+            value = cfg.field_value(shown, section, name, f.default)
             help_text += f" [{_default_text(value)}]"
         former = tuple("--" + a.replace("_", "-") for a in f.metadata.get("aliases", ()))
         names = (flag, *TRL_ALIASES.get(name, ()), *former)

@@ -13,7 +13,7 @@ from common.lazy import lazy
 from methods.base import AdvantageOutput, CommonOptions, LossTerm, Method, Parts, Pass, PassContext
 from methods.batch import RolloutBatch
 from methods.compose import method_advantages
-from methods.registry import METHODS, add, get, option_classes, options_class
+from methods.registry import METHODS, add, get, option_classes, options_class, options_of
 
 # the built-in methods, in the order Table 8 lists them
 from methods import grpo, gdpo, saw, dara, dvao, sa_mrpo, gd2po, mrtpo, cort, opsd  # noqa: E402,F401
@@ -23,11 +23,9 @@ torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
 
 def options(**values):
-    """A MethodOptions object (every registered option) with these values, defaults
-    elsewhere."""
-    from common.options import from_section_dict
-
-    return from_section_dict(options_class(), values)
+    """An options object of every registered method's options with these values, defaults
+    elsewhere (a run carries its own method's: ``options_of``)."""
+    return options_class()(**values)
 
 
 def compute(name: str, batch: RolloutBatch, opts=None) -> AdvantageOutput:
@@ -48,4 +46,4 @@ def advantages(name: str, batch: RolloutBatch, **values) -> torch.Tensor:
 
 __all__ = ["METHODS", "AdvantageOutput", "CommonOptions", "LossTerm", "Method", "Parts",
            "Pass", "PassContext", "RolloutBatch", "add", "advantages", "compute", "get",
-           "method_advantages", "option_classes", "options", "options_class"]
+           "method_advantages", "option_classes", "options", "options_class", "options_of"]

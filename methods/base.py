@@ -26,8 +26,8 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 from common.lazy import lazy
 
-from common.options import open_dataclass, option, values_of
-from methods.stats import CONVENTIONS, Conventions, whitening_problem
+from common.options import option, values_of
+from methods.stats import CONVENTIONS, whitening_problem
 
 torch = lazy("torch", globals())  # imported on first use: common/lazy.py
 
@@ -250,19 +250,5 @@ class Method:
 
 
 
-def make_options_class(name: str, module: str, classes: Callable[[], Sequence[type]],
-                       extra: Sequence[tuple] = ()) -> type:
-    """The options of every registered method in one frozen dataclass (``extra`` field specs
-    first), as runs and flags carry them, with the conventions they name (``conv``); made once:
-    options registered later (a plugin's) are read from it too (``open_dataclass``)."""
-    cls = open_dataclass(name, module, classes, extra)
-
-    def conv(self) -> Conventions:
-        return CONVENTIONS[self.conventions]
-
-    cls.conv = property(conv)
-    return cls
-
-
 __all__ = ["AdvantageOutput", "CommonOptions", "LossTerm", "Method", "Parts", "Pass",
-           "PassContext", "make_options_class", "option", "values_of"]
+           "PassContext", "option", "values_of"]

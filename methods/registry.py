@@ -1,18 +1,19 @@
 """The method registry: names -> :class:`methods.base.Method`, and compositions ``a+b``.
 
 Each method file calls :func:`add` once; ``get("gdpo+saw")`` composes registered presets
-(their parts, options, passes and loss terms); :func:`options_class` is the dataclass of every
-registered option (one object carries them, one flag each).
+(their parts, options, passes and loss terms); :func:`options_of` is a method's options class
+(what a run carries), :func:`options_class` every registered method's (the functional API's).
 """
 from __future__ import annotations
 
-from typing import Optional
-
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Optional, Sequence
 
 from common.registry import Registry, derived
-from methods.base import CommonOptions, LossTerm, Method, Parts, Pass, make_options_class
+from common.options import merged_dataclass
+from methods.base import CommonOptions, LossTerm, Method, Parts, Pass
 from methods.compose import bind
+from methods.stats import CONVENTIONS, Conventions
 
 METHODS: Registry[Method] = Registry("method")
 
@@ -67,13 +68,52 @@ def option_classes() -> tuple[type, ...]:
     return tuple(out)
 
 
+def make_options_class(method: str | None, classes: Sequence[type]) -> type:
+    """One method's options object: a frozen dataclass of its option classes' fields
+    (CommonOptions' first), with the conventions they name (``conv``). ``method``: whose (a
+    registered name or composition; None: every registered method's, the functional API's).
+    An instance pickles as its method's name and values, so a process rebuilds it from its
+    own registry (``methods.registry.options_of``)."""
+    cls = merged_dataclass("MethodOptions", "methods.registry", classes)
+
+    def conv(self) -> Conventions:
+        return CONVENTIONS[self.conventions]
+
+    def reduce(self):
+        return options_from, (method, {f: getattr(self, f) for f in self.__dataclass_fields__})
+
+    cls.conv, cls.__reduce__, cls.method = property(conv), reduce, method
+    return cls
+
+
+@derived(METHODS)
 def options_class() -> type:
-    """``MethodOptions``: every registered option in one frozen dataclass, made once (at first
-    use, after the built-in methods registered; a plugin's options are read from it too)."""
-    global MethodOptions
-    if MethodOptions is type(None):
-        MethodOptions = make_options_class("MethodOptions", __name__, option_classes)
-    return MethodOptions
+    """Every registered method's options in one frozen dataclass (the functional API's
+    ``methods.options()``, which names no method); remade when a method registers."""
+    return make_options_class(None, option_classes())
 
 
-MethodOptions: type = type(None)  # bound once, by options_class()
+@derived(METHODS)
+def options_of(name: str) -> type:
+    """The options class of method ``name`` (a composition too): its option classes' fields,
+    CommonOptions' first; what a run's config carries (``MethodConfig.options``). Raises as
+    :func:`get` does for an unknown name."""
+    return make_options_class(name, (CommonOptions, *compose(name).options))
+
+
+def options_from(method: str | None, values: dict):
+    """An options object of ``method`` (None: every registered method's) with these values
+    (how one unpickles)."""
+    return (options_class() if method is None else options_of(method))(**values)
+
+
+@derived(METHODS)
+def option_owners() -> dict[str, tuple[str, ...]]:
+    """Each method option's name -> the registered methods that read it (CommonOptions' left
+    out: every method reads them)."""
+    common = {f.name for f in fields(CommonOptions)}
+    out: dict[str, list[str]] = {}
+    for name, method in METHODS.items():
+        for f in (f for cls in method.options for f in fields(cls) if f.name not in common):
+            out.setdefault(f.name, []).append(name)
+    return {k: tuple(v) for k, v in out.items()}

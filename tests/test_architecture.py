@@ -8,8 +8,9 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("common", "tasks", "methods", "harness", "lab")  # each imports only those before it
 # `python -m harness` is the lab's command line: the entry point only delegates to lab.cli
 ENTRY_POINTS = {"harness.__main__"}
-# where method names may appear in the engine: the presets and the default method (config.py)
-NAMED_OK = ("harness/config.py",)
+# where method names may appear in the engine: the presets and the default method (config.py,
+# method_config.py: the method section's default)
+NAMED_OK = ("harness/config.py", "harness/method_config.py")
 MAX_LINES = 400
 # methods that tests/plugins/ register (when a test of this process has loaded them)
 PLUGIN_METHODS = {"tail", "toy-credit", "half-format"}
@@ -191,9 +192,10 @@ def test_plugins_are_loaded_at_the_entry_points_only():
 
 
 def test_no_config_class_is_replaced_when_a_plugin_registers_options():
-    """A plugin's options are read through the config classes made at import: a config made
-    before the plugin loaded reads them (their defaults), sets them, and round-trips and pickles
-    as one made after."""
+    """A plugin's method brings its own options class: the config classes made at import stay;
+    a config made before the plugin loaded is unchanged; one of the plugin's method carries its
+    options object (every field visible to ``dataclasses``), which round-trips and pickles."""
+    import dataclasses
     import pickle
 
     from harness import config as cfg
@@ -201,15 +203,17 @@ def test_no_config_class_is_replaced_when_a_plugin_registers_options():
 
     import methods
 
-    classes, options = dict(cfg.SECTION_TYPES), methods.options_class()
+    classes = dict(cfg.SECTION_TYPES)
     before = cfg.resolve("smoke", {})
     load_plugins((str(ROOT / "tests" / "plugins" / "tail_method.py"),))
     assert cfg.SECTION_TYPES == classes and cfg.MethodConfig is classes["method"]
-    assert methods.options_class() is options and methods.options(tail_tokens=3).tail_tokens == 3
-    assert before.method.tail_tokens == 2  # the plugin's default, read from the older config
+    assert methods.options(tail_tokens=3).tail_tokens == 3  # the functional API's: every option
     after = cfg.resolve("smoke", {"method": "tail", "tail_tokens": 3})
-    assert type(after.method) is type(before.method) and after.method.tail_tokens == 3
+    assert type(after.method) is type(before.method) and after.method.options.tail_tokens == 3
+    assert "tail_tokens" in {f.name for f in dataclasses.fields(after.method.options)}
+    assert dataclasses.replace(after.method.options, tail_tokens=4).tail_tokens == 4
+    assert not hasattr(before.method.options, "tail_tokens")  # gdpo's options: its own only
     assert cfg.RunConfig.from_dict(after.to_dict()) == after
     assert pickle.loads(pickle.dumps(after)) == after
-    assert "tail_tokens" not in before.to_dict()["method"]  # a config names what it sets
-    assert not hasattr(cfg, "rebuild")
+    assert "tail_tokens" not in before.to_dict()["method"]  # a config names its method's options
+    assert not hasattr(cfg, "rebuild") and not hasattr(after.method, "later_options")

@@ -32,7 +32,7 @@ def test_preset_then_flags():
     args = cli.build_parser().parse_args(
         ["run", "--preset", "smoke", "--group-size", "8", "--no-use-gpu", "--whiten", "none"])
     c = resolve(args.preset, cli.overrides_from(args))
-    assert c.rollout.group_size == 8 and c.method.whiten == "none"
+    assert c.rollout.group_size == 8 and c.method.options.whiten == "none"
     assert c.rollout.prompts_per_step == PRESETS.get("smoke").overrides["prompts_per_step"]
 
 
@@ -54,7 +54,7 @@ def test_a_renamed_option_is_read_under_its_former_name_for_one_release():
 
     import pytest
 
-    from harness.config import setting_name
+    from harness.results import setting_name
     from harness.results import config_hash
 
     new = resolve("smoke", {"method": "mrtpo", "mrtpo_replay": "joint"})

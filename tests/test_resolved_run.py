@@ -60,9 +60,10 @@ def test_a_reproduce_dry_run_reads_no_registry_after_its_plan(tmp_path):
 
 
 @pytest.mark.model
-def test_an_in_process_worker_reads_no_registry_after_its_run(tmp_path):
-    """The worker's own resolution (from the stored config, as Ray's workers make it), then a
-    step, the evaluation and the stored result, sealed."""
+def test_an_in_process_worker_reads_no_registry_after_its_run(tmp_path, monkeypatch):
+    """The worker's own resolution (from the stored config, as Ray's workers make it: one
+    training-set choice), then a step, the evaluation and the stored result, sealed."""
+    import harness.data
     from harness import engine as eng
     from harness.results import load_result, stored_config
     from harness.trainer import train_worker
@@ -71,10 +72,13 @@ def test_an_in_process_worker_reads_no_registry_after_its_run(tmp_path):
                                     "results_dir": str(tmp_path / "r"),
                                     "checkpoint_dir": str(tmp_path / "c")})
     eng.init_single_process()
+    chosen, choose = [], harness.data.choose_train_set
+    monkeypatch.setattr(harness.data, "choose_train_set",
+                        lambda config: chosen.append(config.task.task) or choose(config))
     run = runs.from_stored(stored_config(driver.config))
     with sealed("the worker's run is resolved"):
         path = train_worker(run)
-    assert load_result(path)["train"]["steps"] == 1
+    assert load_result(path)["train"]["steps"] == 1 and chosen == ["bfcl"]
 
 
 def test_the_training_set_is_chosen_once_per_process(tmp_path, monkeypatch):

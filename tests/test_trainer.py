@@ -87,7 +87,7 @@ def test_every_registered_method_trains_a_step(tmp_path, process_group):
                                        "opsd+grpo",
                                        "mrtpo+saw"]
     for step, name in enumerate(names):
-        trainer.method = methods.get(name)
+        trainer.method, trainer.options = methods.get(name), methods.options_of(name)()
         data, metrics = trainer.collect(step)
         metrics.update(trainer.update(data))
         assert torch.isfinite(data.advantages).all(), name

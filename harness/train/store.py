@@ -43,13 +43,11 @@ def store_result(run, examples: list[Example], responses: list[str],
                  scored: dict, history: list[dict], wall: float,
                  train_examples: Sequence[Example] = (), param_checksum: str = "",
                  workers: Sequence[dict] = (), provenance: dict | None = None,
-                 log_source: Path | None = None, evaluated_with: Sequence[str] = (),
-                 method=None) -> Path:
+                 log_source: Path | None = None, evaluated_with: Sequence[str] = ()) -> Path:
     """Predictions, then the training log, then the result JSON (the commit marker), at the
     seed's ``SeedRun`` paths. One training evaluated on several benchmarks stores one result
     per benchmark: ``log_source`` is the training's log (copied; moved when it is this run's
-    own), ``provenance`` the training's code, ``evaluated_with`` the benchmarks, in order;
-    ``method``: the run's, resolved."""
+    own), ``provenance`` the training's code, ``evaluated_with`` the benchmarks, in order."""
     orphan.check()  # a worker whose job was killed stores nothing (a resume may be running)
     config, path = run.config, run.result
     items = {it["id"]: it for it in scored.get("items", [])}
@@ -70,5 +68,5 @@ def store_result(run, examples: list[Example], responses: list[str],
         train_examples=train_examples, eval_examples=examples,
         problems=scored.get("problems", ()), workers=workers,
         provenance=provenance if provenance is not None else run.provenance(),
-        evaluated_with=evaluated_with, method=method))
+        evaluated_with=evaluated_with))
     return path

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 DEFAULT_VARIANTS = ("mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled,mrtpo@placebo,mrtpo@order,"
                     "mrtpo@cross")
@@ -90,7 +90,11 @@ def profile_of(name: str, ctx, options, mode: str):
     ``shuffled``: permuted over each response's tokens, as MRTPO's ablation)."""
     import torch
 
+    import methods
     from methods.mrtpo import mrtpo_token_weights, relevance
+
+    # the run's values in an object of every method's options: each profile sets its own
+    options = methods.options(**{f.name: getattr(options, f.name) for f in fields(options)})
 
     if name == "mrtpo":
         with torch.no_grad():

@@ -200,6 +200,7 @@ def bench_localisation(args: argparse.Namespace) -> int:
     from harness import engine as eng
     from lab.bench import report
     from harness.config import resolve
+    from harness.method_config import method_config
     from harness.console import quiet
     from lab.flags import overrides_from
 
@@ -213,7 +214,7 @@ def bench_localisation(args: argparse.Namespace) -> int:
         raise ValueError(f"--responses {args.responses} must be a multiple of the group size "
                          f"{group} (--group-size)")
     config = replace(base, seed=args.seed,
-                     method=replace(base.method, method="mrtpo", mrtpo_replay_all=True),
+                     method=method_config("mrtpo", {"mrtpo_replay_all": True}, base.method),
                      rollout=replace(base.rollout, prompts_per_step=args.responses // group))
     eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
     if config.warmstart.warm_start:

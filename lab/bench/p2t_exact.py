@@ -162,6 +162,7 @@ def agreement(ctx, options, rows: list[int], null_kind: str) -> dict[str, dict]:
 def bench_p2t_exact(args: argparse.Namespace) -> int:
     from harness import engine as eng
     from harness.config import resolve
+    from harness.method_config import method_config
     from harness.console import quiet
     from lab.bench import report
     from lab.bench.localisation import sampled_context
@@ -170,7 +171,7 @@ def bench_p2t_exact(args: argparse.Namespace) -> int:
     quiet.configure_process()
     base = resolve(args.preset, overrides_from(args))
     group = base.rollout.group_size
-    config = replace(base, seed=args.seed, method=replace(base.method, method="p2t"),
+    config = replace(base, seed=args.seed, method=method_config("p2t", {}, base.method),
                      rollout=replace(base.rollout,
                                      prompts_per_step=max(1, args.responses // group)))
     eng.init_single_process("nccl" if config.training.use_gpu else "gloo")

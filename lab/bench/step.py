@@ -31,7 +31,9 @@ def method_config(config, spec: str):
     fields = {"method": name}
     if replay:
         fields["mrtpo_replay"] = replay
-    out = replace(config, method=replace(config.method, **fields))
+    from harness.method_config import method_config as method_section
+
+    out = replace(config, method=method_section(fields.pop("method"), fields, config.method))
     if dtype:
         if dtype not in UPDATE_DTYPES:
             raise ValueError(f"unknown update dtype {dtype!r} in {spec}:{dtype}; use "

@@ -145,6 +145,7 @@ def markdown(what: str, machine: str, facts: dict, results: dict) -> str:
 def bench_tcrm(args: argparse.Namespace) -> int:
     from harness import engine as eng
     from harness.config import resolve
+    from harness.method_config import method_config
     from harness.console import quiet
     from harness.trainer import Trainer
     from lab.bench import report
@@ -158,7 +159,7 @@ def bench_tcrm(args: argparse.Namespace) -> int:
     if args.responses < 2 * group or args.responses % group:
         raise ValueError(f"--responses {args.responses} must be a multiple of the group size "
                          f"{group} (--group-size), at least two groups")
-    config = replace(base, seed=args.seed, method=replace(base.method, method="tcrm"))
+    config = replace(base, seed=args.seed, method=method_config("tcrm", {}, base.method))
     eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
     meter = report.LoadMeter().start()
     trainer = Trainer(config)
