@@ -67,8 +67,8 @@ def _sft_entry(loop_config: dict) -> None:
     orphan.arm()  # an orphan of a killed job stops instead of writing the warm start
     quiet.configure_process()
     torch.set_num_threads(loop_config["threads"])
-    sft_worker(runs.from_stored(loop_config["config"]), loop_config["probe"], reporter_factory=worker_reporter,
-               probe_steps=tuple(loop_config["probe_steps"]))
+    sft_worker(runs.from_stored(loop_config["config"]), loop_config["probe"],
+               reporter_factory=worker_reporter, probe_steps=tuple(loop_config["probe_steps"]))
 
 
 # Ray's periodic work that a local instance of one machine does not need at the default rate:

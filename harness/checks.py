@@ -1,11 +1,12 @@
-"""The config's own problems, each with its fix: a part of the one check of a run
-(``harness.preflight.problems``), and what a training worker checks again with the actual
-world size.
+"""The run's own problems, each with its fix: a part of the one check of a run
+(``harness.preflight.problems``), and what only a training worker can check
+(``worker_problems``: its actual world size, its machine).
 
 Each takes the resolved ``harness.run.Run`` and reads the method, task and engine it resolved
 (no name is looked up again). ``settings_problems`` looks at the settings (value types first);
-``verifier_info_problems`` at the loaded training examples (a method that replays verifier information needs it on every
-example). Both return every problem at once, so that one failed start lists all there is to fix.
+``verifier_info_problems`` at the loaded training examples (a method that replays verifier
+information needs it on every example). Both return every problem at once, so that one failed
+start lists all there is to fix.
 """
 from __future__ import annotations
 

@@ -47,19 +47,22 @@ def method_config(method: str, values: dict[str, Any], base: MethodConfig | None
     option ``method`` does not read is a ValueError naming the methods that do."""
     cls = options_class(method)
     own = {f.name for f in fields(cls)}
-    foreign = foreign_method_options(method, [k for k in values if k not in own])
-    if foreign and cls is not NoOptions:
-        raise ValueError("; ".join(foreign))
+    foreign = foreign_method_options(method, values)
+    if foreign:
+        raise ValueError("; ".join(foreign.values()))
     kept = {k: getattr(base.options, k) for k in own if base and hasattr(base.options, k)}
     return MethodConfig(method, cls(**{**kept, **{k: v for k, v in values.items()
                                                  if k in own}}))
 
 
-def foreign_method_options(method: str, names) -> list[str]:
-    """What is wrong with giving these options to ``method`` (each names the methods that
-    read it): they would do nothing, yet rename the run's folder."""
-    owners = methods.registry.option_owners()
-    own = {f.name for f in fields(options_class(method))}
-    return [f"--{n.replace('_', '-')} is an option of {', '.join(owners[n])}, not of method "
-            f"{method!r}; drop it (or use one of those methods)"
-            for n in names if n not in own and n in owners]
+def foreign_method_options(method: str, names) -> dict[str, str]:
+    """The names among ``names`` that are options of other methods than ``method``, each with
+    what is wrong (the methods that read it): they would do nothing, yet rename the run's
+    folder. None for a name that is no method (the resolution names that instead)."""
+    cls = options_class(method)
+    if cls is NoOptions:
+        return {}
+    owners, own = methods.registry.option_owners(), {f.name for f in fields(cls)}
+    return {n: f"--{n.replace('_', '-')} is an option of {', '.join(owners[n])}, not of method "
+               f"{method!r}; drop it (or use one of those methods)"
+            for n in names if n not in own and n in owners}

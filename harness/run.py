@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from common.options import values_of
 from common.registry import did_you_mean
 from harness import config as cfg
-from harness.method_config import NoOptions, foreign_method_options, options_class
+from harness.method_config import foreign_method_options
 from harness.preflight import PreflightError
 from harness.seedrun import SeedRun
 
@@ -36,7 +36,6 @@ class Run:
     train_set: Any  # tasks.base.TrainSet, or None when it cannot be read (train_problem says)
     train_problem: str | None  # why the training set cannot be read, with the fix
     preset: Any = None  # harness.presets.Preset
-    options: Any = None  # the method's options object (every registered option, these values)
     reference: Any = None  # the preset's own config (paths absolute): what "changed" means
     family_options: Any = None  # the task family's options object (None: the family has none)
     foreign: tuple[str, ...] = ()  # options given for a method, family or engine not this run's
@@ -52,6 +51,11 @@ class Run:
     rerun_stale: bool = False  # rerun stored seeds made by other code than this tree
     allow_mixed_code: bool = False  # pool stored seeds of other code (footnoted)
     purpose: str = "run"  # "run" (RL, evaluated), "sft" (the warm start alone)
+
+    @property
+    def options(self) -> Any:
+        """The method's options object (its own options, this run's values)."""
+        return self.config.method.options
 
     @property
     def benchmarks(self) -> tuple[cfg.RunConfig, ...]:
@@ -130,16 +134,11 @@ def resolve(preset: str = "smoke", overrides: dict[str, Any] | None = None,
         raise PreflightError(problems)
     # options of another method than the run's: a problem the check lists, not a value
     method = overrides.get("method") or cfg.resolve(preset, {}).method.method
-    sections = {k: v[0] for k, v in cfg.all_fields().items()}
     names = {k: cfg.aliases().get(k, k) for k in overrides}
-    own = options_class(method)  # none for an unknown method: of_config names it instead
-    drop = set() if own is NoOptions else {
-        n for n in names.values() if sections.get(n) == "method" and n != "method"
-        and n not in {f.name for f in fields(own)}}
-    foreign = foreign_method_options(method, [n for n in names.values() if n in drop])
+    foreign = foreign_method_options(method, names.values())
     config = absolute(cfg.resolve(preset, {k: v for k, v in overrides.items()
-                                           if names[k] not in drop}))
-    return of_config(config, seeds, force, purpose, foreign=foreign, **flags)
+                                           if names[k] not in foreign}))
+    return of_config(config, seeds, force, purpose, foreign=tuple(foreign.values()), **flags)
 
 
 def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = False,
@@ -169,7 +168,7 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
             problems.append(f"{flag}: {exc}{hint}")
     if problems:
         raise PreflightError(problems)
-    task, family = found["task"].configured(config.task), found["task"].family
+    family = found["task"].family
     evaluated, files, sets = [], [], []
     for c in cfg.evaluations(config):  # the training set is chosen once per benchmark
         try:
@@ -185,10 +184,10 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
             files += [tuple(SeedRun.of(replace(c, seed=s), ts) for s in seeds)] if known else []
         except (KeyError, ValueError):
             pass  # an unknown --train-data: train_problem names it
-    train_set, why = sets[0]  # the run's own (--task's)
+    (train_set, why), task = sets[0], evaluated[0][1]  # the run's own (--task's)
     reference = absolute(cfg.resolve(config.preset, {}))
     return Run(config=config, train_set=train_set, train_problem=why and f"training set: {why}",
-               task=task, options=config.method.options, reference=reference,
+               task=task, reference=reference,
                family_options=(values_of(config.task, FAMILY_OPTIONS.get(family))
                                if family in FAMILY_OPTIONS else None),
                foreign=(*foreign, *foreign_options(config, family, reference)),
@@ -207,7 +206,7 @@ def foreign_options(config: cfg.RunConfig, family: str, reference) -> tuple[str,
     changed = set()
     for name, (section, f) in cfg.all_fields().items():
         # a config made before a plugin registered its options lacks them: their defaults
-        if section not in ("method",) and cfg.field_value(config, section, name, f.default) \
+        if section != "method" and cfg.field_value(config, section, name, f.default) \
                 != cfg.field_value(reference, section, name, f.default):
             changed.add(name)
     out = family_option_problems(config.task.task, family, changed)

@@ -6,6 +6,7 @@ Each method file calls :func:`add` once; ``get("gdpo+saw")`` composes registered
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import fields, replace
 from typing import Optional, Sequence
 
@@ -93,11 +94,12 @@ def options_class() -> type:
     return make_options_class(None, option_classes())
 
 
-@derived(METHODS)
+@functools.cache  # a registered name's options never change (names are registered once)
 def options_of(name: str) -> type:
     """The options class of method ``name`` (a composition too): its option classes' fields,
-    CommonOptions' first; what a run's config carries (``MethodConfig.options``). Raises as
-    :func:`get` does for an unknown name."""
+    CommonOptions' first; what a run's config carries (``MethodConfig.options``), one class per
+    name for the process's life, so configs made before and after a plugin registers compare
+    equal. Raises as :func:`get` does for an unknown name (and is not cached then)."""
     return make_options_class(name, (CommonOptions, *compose(name).options))
 
 

@@ -8,14 +8,18 @@ from harness.run import of_config
 from tasks.base import Example
 
 
+def run_of(preset: str = "smoke", **overrides):
+    return of_config(cfg.resolve(preset, overrides))
+
+
 def problems(**overrides) -> list[str]:
-    return checks.settings_problems(of_config(cfg.resolve("smoke", overrides)))
+    return checks.settings_problems(run_of(**overrides))
 
 
 def test_the_presets_that_run_here_have_no_problems():
     for preset in ("smoke", "smoke-learn", "smoke-learn-30"):
         for method in ("grpo", "gdpo", "mrtpo", "mrtpo+saw", "opsd", "cort"):
-            assert checks.settings_problems(of_config(cfg.resolve(preset, {"method": method}))) == []
+            assert checks.settings_problems(run_of(preset, method=method)) == []
 
 
 @pytest.mark.parametrize("overrides, expected", [
@@ -74,13 +78,13 @@ def test_replay_needs_verifier_information_on_the_examples():
     bare = [Example(id="x-0", messages=({"role": "user", "content": "hi"},), reference="")]
     found = checks.verifier_info_problems(of_config(config), bare)
     assert found and "carry none" in found[0] and "'x-0'" in found[0]
-    assert checks.verifier_info_problems(of_config(cfg.resolve("smoke", {"method": "gdpo"})), bare) == []
+    assert checks.verifier_info_problems(run_of(method="gdpo"), bare) == []
     # VERPO's evidence is the group's own responses: it needs no verifier information
-    assert checks.verifier_info_problems(of_config(cfg.resolve("smoke", {"method": "verpo"})), bare) == []
-    opsd = checks.verifier_info_problems(of_config(cfg.resolve("smoke", {"method": "opsd+grpo"})), bare)
+    assert checks.verifier_info_problems(run_of(method="verpo"), bare) == []
+    opsd = checks.verifier_info_problems(run_of(method="opsd+grpo"), bare)
     assert opsd and "(opsd)" in opsd[0]
     # P2T reads it without a reward model, and not with one
-    p2t = checks.verifier_info_problems(of_config(cfg.resolve("smoke", {"method": "p2t"})), bare)
+    p2t = checks.verifier_info_problems(run_of(method="p2t"), bare)
     assert p2t and "(attribution)" in p2t[0]
     with_rm = cfg.resolve("smoke", {"method": "p2t", "p2t_reward_model": "prm"})
     assert checks.verifier_info_problems(of_config(with_rm), bare) == []
@@ -103,6 +107,5 @@ def test_a_trainer_built_in_process_checks_with_its_actual_world_size():
 
     with pytest.raises(ValueError, match="cannot be split into 3 equal mini-batches"):
         Trainer(cfg.resolve("smoke", {"ppo_mini_batches": 3}))
-    assert checks.settings_problems(of_config(cfg.resolve("smoke", {"prompts_per_step": 3, "workers": 2})),
-                                    world=1) == []
-    assert checks.local_responses(of_config(cfg.resolve("smoke", {})), world=2) == 4
+    assert checks.settings_problems(run_of(prompts_per_step=3, workers=2), world=1) == []
+    assert checks.local_responses(run_of(), world=2) == 4

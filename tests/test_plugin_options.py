@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.run import of_config
 from harness import provenance
 from lab import cli
 from harness.config import resolve
+from harness.run import of_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TAIL = str(ROOT / "tests" / "plugins" / "tail_method.py")
@@ -105,7 +105,8 @@ def test_sequence_whitening_of_a_non_uniform_allocation_is_refused():
     load_plugins((TAIL,))
     for method in ("tail", "mrtpo", "cort", "verpo"):
         for opts in ({"whiten": "sequence"}, {"conventions": "trl"}):
-            problems = checks.settings_problems(of_config(resolve("smoke", {"method": method, **opts})))
+            problems = checks.settings_problems(
+                of_config(resolve("smoke", {"method": method, **opts})))
             assert any("sequence whitening reads one advantage per response" in p
                        for p in problems), (method, opts)
         assert not any("sequence whitening" in p for p in checks.settings_problems(of_config(

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.run import of_config
 from harness.config import RunConfig, resolve
+from harness.run import of_config
 
 TOY = str(Path(__file__).parent / "plugins" / "toy_task.py")
 TINY = {"model": "tiny-random", "method": "gdpo", "steps": 1, "prompts_per_step": 2,

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness.run import of_config
 from harness import checks
 from harness import config as cfg
 from harness.rollouts import vllm
@@ -15,6 +14,7 @@ from harness.rollouts import base as rollout_base
 from harness.rollouts import vllm_calls
 from harness.rollouts import vllm_sync
 from harness.rollouts import vllm_version
+from harness.run import of_config
 
 
 def test_supported_versions_and_the_message_for_others():

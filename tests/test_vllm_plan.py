@@ -2,10 +2,10 @@
 numbers, and the dry run that prints it and refuses a plan past the card."""
 import pytest
 
-from harness.run import of_config
 from harness import checks
 from harness import config as cfg
 from harness.rollouts import vllm_plan
+from harness.run import of_config
 
 GIB = 2**30
 
@@ -65,7 +65,8 @@ def test_every_paper_preset_fits_an_80gb_card(name):
 def test_the_check_refuses_and_the_dry_run_prints_the_plan(capsys):
     from lab import cli
 
-    bad = checks.settings_problems(of_config(cfg.resolve("paper-tool-3b", {"micro_batch_size": 64})))
+    bad = checks.settings_problems(
+        of_config(cfg.resolve("paper-tool-3b", {"micro_batch_size": 64})))
     assert any("update's peak" in x for x in bad), bad
     rc = cli.main(["run", "--preset", "paper-tool-3b", "--method", "gdpo", "--task", "bfcl",
                    "--micro-batch-size", "64", "--dry-run"])

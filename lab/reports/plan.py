@@ -154,10 +154,10 @@ def data_problem(run) -> str:
 
     config = run.config
     key = (config.task.task, config.task.data_dir, config.task.train_data)
+    if key not in _DATA_CHECKED and run.train_problem:
+        _DATA_CHECKED[key] = run.train_problem.removeprefix("training set: ").splitlines()[0]
     if key not in _DATA_CHECKED:
         try:
-            if run.train_problem:
-                raise ValueError(run.train_problem.removeprefix("training set: "))
             load_train(run)
             load_eval(run.task, config)
             _DATA_CHECKED[key] = ""
