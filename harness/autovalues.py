@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from common.options import with_values
-
 
 def auto_values(config):
     """``config`` (a RunConfig) with its ``auto`` fields decided for this machine:
@@ -19,5 +17,4 @@ def auto_values(config):
     from harness.provenance import machine
 
     bf16 = t.use_gpu or bool(machine().get("bf16"))
-    return replace(config, training=with_values(t, {"update_dtype": "bfloat16" if bf16
-                                                    else "float32"}))
+    return replace(config, training=replace(t, update_dtype="bfloat16" if bf16 else "float32"))

@@ -14,12 +14,13 @@ from typing import Any
 import methods
 import tasks  # noqa: F401  (its families register their options)
 from common.registry import derived, did_you_mean
-from common.options import (from_section_dict, merged_fields, open_dataclass, option,
-                            option_fields, section_dict, with_absent, with_values)
+from common.options import merged_fields, option, with_absent
 from harness import plugins
 from harness.method_config import MethodConfig, method_config, options_class
 from harness.autovalues import auto_values
 from harness.presets import PRESETS
+from harness.task_config import (TaskConfig, family_owners, foreign_family_options,
+                                  own_fields, task_config)
 from tasks.registry import FAMILY_OPTIONS, family_classes
 
 
@@ -149,36 +150,9 @@ class TrainingConfig:
                                        "sqlite:///<run folder>/mlflow.db", identity=False)
 
 
-def _task_config() -> type:
-    """``TaskConfig``: what is evaluated and trained on, plus every task family's run options,
-    each declared in its family under tasks/ (``tasks.registry.FAMILY_OPTIONS``)."""
-    base = [
-        ("task", "str", option("bfcl", "what is evaluated: a benchmark or group from the task "
-                                    "registry")),
-        ("also_evaluate", "str", option("", "more benchmarks to evaluate the same training "
-                                          "on, comma-separated, each stored as its own result "
-                                          "(same family and training set as --task; --task "
-                                          "A,B says the same)", identity=False)),
-        ("train_data", "Optional[str]", option(None, "training set name; default: the task "
-                                                  "family's published set if --data-dir has "
-                                                  "it, else its offline generator")),
-        ("data_dir", "Optional[str]", option(None, "folder with published data sets (RLLA, "
-                                                "Spider, ...)", identity=False)),
-        ("eval_limit", "int", option(0, "evaluate a fixed, seeded, category-stratified subset "
-                                     "of this many items; 0 = all")),
-        ("eval_seed", "int", option(1234, "seed of the --eval-limit subset (fixed across "
-                                       "training seeds)")),
-    ]
-    return open_dataclass("TaskConfig", __name__, family_classes, extra=base)
-
-
-TaskConfig = _task_config()
-
-
 def family_fields() -> tuple[str, ...]:
     """The family options registered now, a plugin's too (``score`` accepts them as flags)."""
-    return tuple(f.name for family in FAMILY_OPTIONS.names()
-                 for f in fields(FAMILY_OPTIONS.get(family)))
+    return tuple(family_owners())
 
 
 @dataclass(frozen=True)
@@ -227,7 +201,7 @@ class RunConfig:
         with its family options (a plugin's beside the built-in ones)."""
         out = dataclasses.asdict(self)
         out.update(method={"method": self.method.method, **dataclasses.asdict(
-            self.method.options)}, task=section_dict(self.task))
+            self.method.options)}, task=self.task.as_dict())
         return out
 
     @staticmethod
@@ -248,7 +222,13 @@ class RunConfig:
                 kwargs[key] = method_config(name, with_absent(
                     options_class(name), {k: v for k, v in value.items() if k in own}))
                 continue
-            kwargs[key] = from_section_dict(cls, with_absent(cls, renamed(value))) if cls else \
+            if key == "task":  # likewise the options of other families than the task's
+                value = with_absent(TaskConfig, renamed(value))
+                kwargs[key] = task_config({k: v for k, v in value.items() if k not in
+                                           foreign_family_options(value.get("task", "bfcl"),
+                                                                  value)})
+                continue
+            kwargs[key] = cls(**with_absent(cls, renamed(value))) if cls else \
                 (tuple(value) if key == "plugins" else value)
         unknown = set(kwargs) - set(sections)
         if unknown:
@@ -265,9 +245,11 @@ def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     """flag name -> (section or None, field). Raises if two sections share a field name."""
     out: dict[str, tuple[str | None, dataclasses.Field]] = {}
     for section, cls in SECTION_TYPES.items():
-        # a plugin's options too; the method section: its name, then every method's options
+        # a plugin's options too; the method section: its name, then every method's options;
+        # the task section: its fields, then every family's options
         for f in ([fields(MethodConfig)[0], *merged_fields(methods.option_classes())]
-                  if cls is MethodConfig else option_fields(cls)):
+                  if cls is MethodConfig else [*own_fields(), *merged_fields(family_classes())]
+                  if cls is TaskConfig else fields(cls)):
             if f.name in out:
                 raise RuntimeError(f"config field {f.name!r} appears in two sections")
             out[f.name] = (section, f)
@@ -326,8 +308,10 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     top = by_section.pop(None, {})
     if "plugins" in top:  # their methods' options are options of the method section
         plugins.load_plugins(tuple(top["plugins"]))
-    new = {s: with_values(getattr(config, s), vals) for s, vals in by_section.items()
-           if s != "method"}
+    new = {s: replace(getattr(config, s), **vals) for s, vals in by_section.items()
+           if s not in ("method", "task")}
+    if "task" in by_section:
+        new["task"] = task_config(by_section["task"], config.task)
     if "method" in by_section:
         vals = dict(by_section["method"])
         new["method"] = method_config(vals.pop("method", config.method.method), vals,
@@ -348,14 +332,16 @@ def preset_config(preset: str) -> RunConfig:
     return auto_values(apply_overrides(base, {"preset": preset}))
 
 
-ABSENT = object()  # a method option the run's method does not read
+ABSENT = object()  # a method (family) option the run's method (task) does not read
+TASK_FIELDS = frozenset(f.name for f in own_fields())
 
 
 def field_value(config: RunConfig, section: str | None, name: str, absent: Any = ABSENT) -> Any:
     """A field's value by flat name (``all_fields``); ``absent`` for an option of another
     method than the config's."""
     holder = getattr(config, section) if section else config
-    if section == "method" and name != "method":
+    if (section == "method" and name != "method") or (
+            section == "task" and name not in TASK_FIELDS):
         holder = holder.options
     return getattr(holder, name, absent)
 
@@ -370,6 +356,7 @@ def benchmarks(config: RunConfig) -> tuple[str, ...]:
 def evaluations(config: RunConfig) -> list[RunConfig]:
     """One config per benchmark of :func:`benchmarks`: the config a run of that benchmark
     alone would have, so each result is stored, found and pooled exactly as one would be (the
-    training is the same: one family, one training set, the same rewards)."""
-    return [replace(config, task=replace(config.task, task=name, also_evaluate=""))
+    training is the same: one family, one training set, the same rewards; a benchmark of
+    another family, which the check refuses, carries its own family's defaults)."""
+    return [replace(config, task=task_config({"task": name, "also_evaluate": ""}, config.task))
             for name in benchmarks(config)]

@@ -20,12 +20,12 @@ def intended_train_set(config: RunConfig) -> TrainSet:
 
     task = TASKS.get(config.task.task)
     if config.task.train_data:
-        return TRAIN_SETS.get(config.task.train_data).configured(config.task)
+        return TRAIN_SETS.get(config.task.train_data).configured(config.task.options)
     wants_published = config.task.data_dir is not None or published(config.preset)
     for name in task.train_sets:
         ts = TRAIN_SETS.get(name)
         if wants_published or not ts.needs_data_dir:
-            return ts.configured(config.task)
+            return ts.configured(config.task.options)
     raise ValueError(f"task {task.name!r} has no offline training set; pass --data-dir")
 
 

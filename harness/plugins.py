@@ -80,8 +80,8 @@ def _import(entry: str) -> None:
 def load_plugins(entries: Iterable[str]) -> None:
     """Import each file or module once (a failure is one ``PluginError`` line naming the
     plugin's file and line). What they register is read from the registries from then on (a
-    plugin method's options class is its own; a plugin family's options are read by the task
-    section: ``common.options.open_dataclass``). Called by the entry points only:
+    plugin method's options class is its own; a plugin family's options are the options object
+    of its tasks' sections: ``harness.task_config``). Called by the entry points only:
     ``harness.run`` (every run's resolution), the CLI (before its flags are built) and the
     config (``RunConfig.from_dict``: a stored config names its plugins; ``apply_overrides``:
     a method they register is named with them)."""

@@ -15,10 +15,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
-from common.options import values_of
 from common.registry import did_you_mean
 from harness import config as cfg
 from harness.method_config import foreign_method_options
+from harness.task_config import foreign_family_options
 from harness.preflight import PreflightError
 from harness.seedrun import SeedRun
 
@@ -37,7 +37,6 @@ class Run:
     train_problem: str | None  # why the training set cannot be read, with the fix
     preset: Any = None  # harness.presets.Preset
     reference: Any = None  # the preset's own config (paths absolute): what "changed" means
-    family_options: Any = None  # the task family's options object (None: the family has none)
     foreign: tuple[str, ...] = ()  # options given for a method, family or engine not this run's
     # each benchmark the one training is evaluated on (--task, then --also-evaluate's): the
     # config a run of it alone would have, its task (None: unknown, the check says) and the
@@ -56,6 +55,11 @@ class Run:
     def options(self) -> Any:
         """The method's options object (its own options, this run's values)."""
         return self.config.method.options
+
+    @property
+    def family_options(self) -> Any:
+        """The task family's options object (this run's values; an empty one for BFCL)."""
+        return self.config.task.options
 
     @property
     def benchmarks(self) -> tuple[cfg.RunConfig, ...]:
@@ -132,10 +136,14 @@ def resolve(preset: str = "smoke", overrides: dict[str, Any] | None = None,
         problems.append(PRESETS.unknown_message(preset))
     if problems:
         raise PreflightError(problems)
-    # options of another method than the run's: a problem the check lists, not a value
-    method = overrides.get("method") or cfg.resolve(preset, {}).method.method
+    # options of another method (task family) than the run's: a problem the check lists, not
+    # a value
+    base = cfg.resolve(preset, {})
+    method = overrides.get("method") or base.method.method
+    task = str(overrides.get("task") or base.task.task).partition(",")[0].strip()
     names = {k: cfg.aliases().get(k, k) for k in overrides}
-    foreign = foreign_method_options(method, names.values())
+    foreign = {**foreign_method_options(method, names.values()),
+               **foreign_family_options(task, names.values())}
     config = absolute(cfg.resolve(preset, {k: v for k, v in overrides.items()
                                            if names[k] not in foreign}))
     return of_config(config, seeds, force, purpose, foreign=tuple(foreign.values()), **flags)
@@ -152,7 +160,6 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
     from harness.presets import PRESETS
     from harness.rollouts import ENGINES
     from tasks import TASKS
-    from tasks.registry import FAMILY_OPTIONS
 
     plugins(config.plugins)
     problems = type_problems(config)  # then no check compares a number that is a string
@@ -168,7 +175,6 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
             problems.append(f"{flag}: {exc}{hint}")
     if problems:
         raise PreflightError(problems)
-    family = found["task"].family
     evaluated, files, sets = [], [], []
     for c in cfg.evaluations(config):  # the training set is chosen once per benchmark
         try:
@@ -176,7 +182,7 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
         except (KeyError, ValueError) as exc:
             sets.append((None, str(exc)))
         (ts, why), known = sets[-1], c.task.task in TASKS
-        evaluated.append((c, TASKS.get(c.task.task).configured(c.task),
+        evaluated.append((c, TASKS.get(c.task.task).configured(c.task.options),
                           ts.name if ts else f"none ({why})") if known else
                          (c, None, f"unknown task {c.task.task!r}; known: "
                                    f"{', '.join(TASKS.names())}"))
@@ -188,41 +194,26 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
     reference = absolute(cfg.resolve(config.preset, {}))
     return Run(config=config, train_set=train_set, train_problem=why and f"training set: {why}",
                task=task, reference=reference,
-               family_options=(values_of(config.task, FAMILY_OPTIONS.get(family))
-                               if family in FAMILY_OPTIONS else None),
-               foreign=(*foreign, *foreign_options(config, family, reference)),
+               foreign=(*foreign, *foreign_options(config, reference)),
                evaluated=tuple(evaluated), files=tuple(files),
                seeds=tuple(seeds), force=force, rerun_stale=rerun_stale,
                allow_mixed_code=allow_mixed_code, purpose=purpose, **{
                    k: found[k] for k in ("method", "engine", "preset")})
 
 
-def foreign_options(config: cfg.RunConfig, family: str, reference) -> tuple[str, ...]:
-    """Options set for a task family or engine this run does not use: they would do nothing,
-    yet (for the result-changing ones) rename the run's folder, so it never pools with the
-    same run without them (another method's: refused by ``resolve``, a config holds none)."""
+def foreign_options(config: cfg.RunConfig, reference) -> tuple[str, ...]:
+    """Options set for an engine this run does not use: they would do nothing, yet (for the
+    result-changing ones) rename the run's folder, so it never pools with the same run without
+    them (another method's or task family's: refused by ``resolve``, a config holds none)."""
     from harness.rollouts import ENGINES
 
-    changed = set()
-    for name, (section, f) in cfg.all_fields().items():
-        # a config made before a plugin registered its options lacks them: their defaults
-        if section != "method" and cfg.field_value(config, section, name, f.default) \
-                != cfg.field_value(reference, section, name, f.default):
-            changed.add(name)
-    out = family_option_problems(config.task.task, family, changed)
-    out += [f"--{option.replace('_', '-')} is an option of --engine {name}, not of --engine "
-            f"{config.rollout.engine}; drop it" for name, entry in ENGINES.items()
-            if name != config.rollout.engine for option in entry.options if option in changed]
-    return tuple(out)
-
-
-def family_option_problems(task: str, family: str, given: set[str]) -> list[str]:
-    """Options among ``given`` that belong to another task family than ``task``'s."""
-    from tasks.registry import FAMILY_OPTIONS
-
-    return [f"--{f.name.replace('_', '-')} is an option of the {fam} tasks, not of {task!r} "
-            f"({family}); drop it" for fam, cls in FAMILY_OPTIONS.items() if fam != family
-            for f in fields(cls) if f.name in given]
+    changed = {name for name, (section, f) in cfg.all_fields().items()
+               if section not in ("method", "task") and cfg.field_value(config, section, name)
+               != cfg.field_value(reference, section, name)}
+    return tuple(f"--{option.replace('_', '-')} is an option of --engine {name}, not of "
+                 f"--engine {config.rollout.engine}; drop it" for name, entry in ENGINES.items()
+                 if name != config.rollout.engine for option in entry.options
+                 if option in changed)
 
 
 def plugins(entries: Sequence[str]) -> None:

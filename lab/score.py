@@ -21,8 +21,8 @@ import math
 import sys
 from pathlib import Path
 
-from common.options import with_values
 from harness import config as cfg
+from harness.task_config import task_config as with_task
 
 SUFFIX = ".predictions.jsonl"
 
@@ -44,11 +44,10 @@ def score_problems(args: argparse.Namespace, task: str) -> list[str]:
     """What ``score`` can refuse before reading any data: an output it could not write, and
     options of another task family than ``task``'s."""
     from harness.preflight import file_problem
-    from harness.run import family_option_problems
-    from tasks import TASKS
+    from harness.task_config import foreign_family_options
 
     out = [p for p in [file_problem(args.output, "--output") if args.output else None] if p]
-    return out + family_option_problems(task, TASKS.get(task).family, set(vars(args)))
+    return out + list(foreign_family_options(task, vars(args)).values())
 
 
 def result_of(predictions: Path) -> Path:
@@ -144,16 +143,17 @@ def cmd_score(args: argparse.Namespace) -> int:
         given["data_dir"] = args.data_dir
     base = (cfg.RunConfig.from_dict(run["config"]).task if run is not None
             else cfg.TaskConfig(task=name))
-    task_config = with_values(base, given)
-    task = registered.configured(task_config)
+    task_config = with_task(given, base)
+    task = registered.configured(task_config.options)
     everything = task.load_eval(Path(task_config.data_dir) if task_config.data_dir else None)
     if run is not None:  # the run's own items: harness.data.load_eval under its config
         examples = stratified_subset(everything, task_config.eval_limit, task_config.eval_seed)
         which = (f"a {len(examples)}-item subset (seed {task_config.eval_seed}) of its "
                  f"{len(everything)}" if len(examples) < len(everything)
                  else f"all {len(everything)} items")
-        changed = [f"--{k.replace('_', '-')} {v} (the run's: {getattr(base, k)})"
-                   for k, v in given.items() if getattr(base, k) != v]
+        was = base.as_dict()
+        changed = [f"--{k.replace('_', '-')} {v} (the run's: {was[k]})"
+                   for k, v in given.items() if was.get(k) != v]
         print(f"{name}: the items of run {run_path}: {which}"
               + (f"; with {', '.join(changed)}" if changed else ""))
         stored = run.get("data", {}).get("eval")

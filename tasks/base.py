@@ -84,16 +84,16 @@ class TrainSet:
     # present(data_dir) -> whether that folder holds this set's files; a set that needs a data
     # folder is chosen by default only where it is present (else the family's offline set)
     present: Optional[Callable[[Path], bool]] = None
-    # bind(task_config) -> TrainSet with the run's family options applied (e.g. SQL prompts)
+    # bind(family options) -> TrainSet with the run's family options applied (SQL prompts)
     bind: Optional[Callable[[Any], "TrainSet"]] = None
     # demonstration(example) -> the reference answer written in the family's response layout,
     # for the supervised warm start (None: this set has no reference answers to imitate)
     demonstration: Optional[Callable[[Example], str]] = None
 
-    def configured(self, task_config: Any) -> "TrainSet":
-        """This training set under a run's ``TaskConfig`` (itself when it has no options)."""
-        return self.bind(task_config) if self.bind is not None and task_config is not None \
-            else self
+    def configured(self, options: Any) -> "TrainSet":
+        """This training set under a run's family options (``TaskConfig.options``; itself
+        when it reads none)."""
+        return self.bind(options) if self.bind is not None and options is not None else self
 
     def found_in(self, data_dir: Path | str | None) -> bool:
         """Whether this set can be read from ``data_dir`` (offline sets: always)."""
@@ -129,7 +129,7 @@ class Task:
     # reward_batch(examples, responses) -> one row of reward values per response, in the order
     # of ``rewards``: for families that score a batch at once (e.g. SQL executed in parallel)
     reward_batch: Optional[Callable[[Sequence[Example], Sequence[str]], list[list[float]]]] = None
-    # bind(task_config) -> Task with the run's family options applied (SQL limits, ...)
+    # bind(family options) -> Task with the run's family options applied (SQL limits, ...)
     bind: Optional[Callable[[Any], "Task"]] = None
     # preflight(data_dir) -> problems that would stop the evaluation after training (a missing
     # package that a benchmark's own evaluation code imports), each with its fix; checked
@@ -147,10 +147,10 @@ class Task:
     def higher_is_better(self, metric: str) -> bool:
         return metric not in self.lower_is_better
 
-    def configured(self, task_config: Any) -> "Task":
-        """This task under a run's ``TaskConfig`` (itself when it has no options)."""
-        return self.bind(task_config) if self.bind is not None and task_config is not None \
-            else self
+    def configured(self, options: Any) -> "Task":
+        """This task under a run's family options (``TaskConfig.options``; itself when it
+        reads none)."""
+        return self.bind(options) if self.bind is not None and options is not None else self
 
     def compute_rewards(self, examples: Sequence[Example], responses: Sequence[str]
                         ) -> list[list[float]]:

@@ -194,9 +194,12 @@ def test_plugins_are_loaded_at_the_entry_points_only():
 def test_no_config_class_is_replaced_when_a_plugin_registers_options():
     """A plugin's method brings its own options class: the config classes made at import stay;
     a config made before the plugin loaded is unchanged; one of the plugin's method carries its
-    options object (every field visible to ``dataclasses``), which round-trips and pickles."""
+    options object (every field visible to ``dataclasses``), which round-trips and pickles; a
+    task's family options are its own object the same way."""
     import dataclasses
     import pickle
+
+    import pytest
 
     from harness import config as cfg
     from harness.plugins import load_plugins
@@ -217,3 +220,13 @@ def test_no_config_class_is_replaced_when_a_plugin_registers_options():
     assert pickle.loads(pickle.dumps(after)) == after
     assert "tail_tokens" not in before.to_dict()["method"]  # a config names its method's options
     assert not hasattr(cfg, "rebuild") and not hasattr(after.method, "later_options")
+    # the task section likewise: its family's options object, every field a dataclass field
+    sql = cfg.resolve("smoke", {"task": "spider-dev", "sql_timeout": 2.0})
+    assert {f.name for f in dataclasses.fields(sql.task.options)} >= {"sql_timeout"}
+    assert dataclasses.replace(sql.task.options, sql_timeout=3.0).sql_timeout == 3.0
+    assert not hasattr(before.task.options, "sql_timeout")  # BFCL's family has no options
+    assert "sql_timeout" not in before.to_dict()["task"]
+    assert sql.to_dict()["task"]["sql_timeout"] == 2.0  # stored flat, as before
+    assert cfg.RunConfig.from_dict(sql.to_dict()) == sql
+    with pytest.raises(ValueError, match="option of the sql tasks, not of 'bfcl'"):
+        cfg.resolve("smoke", {"sql_timeout": 2.0})

@@ -34,7 +34,7 @@ def bench_sql(args: argparse.Namespace) -> int:
     pairs = [(ex, r) for ex in examples for r in _sql_variants(ex.reference)]
     pairs = (pairs * (args.responses // len(pairs) + 1))[:args.responses]
     exs, responses = [p[0] for p in pairs], [p[1] for p in pairs]
-    base = SqlOptions.from_task_config(TaskConfig(task=args.task))
+    base = SqlOptions.from_flags(TaskConfig(task=args.task).options)
     print(f"text-to-SQL rewards: {len(responses)} responses to {len(examples)} items of "
           f"{args.task} (5 variants each: right, off-by-one comparison, unknown table, "
           f"DISTINCT added, no query), per-query limit {base.limits.timeout:g} s")

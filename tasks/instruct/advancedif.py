@@ -36,11 +36,11 @@ class JudgeOptions:
     max_tokens: int = 32768
 
     @staticmethod
-    def from_task_config(tc) -> "JudgeOptions":
+    def from_flags(flags) -> "JudgeOptions":
         import os
 
-        key = os.environ.get(tc.judge_api_key_env, "") if tc.judge_api_key_env else ""
-        return JudgeOptions(tc.judge, tc.judge_model, key, tc.judge_max_tokens)
+        key = os.environ.get(flags.judge_api_key_env, "") if flags.judge_api_key_env else ""
+        return JudgeOptions(flags.judge, flags.judge_model, key, flags.judge_max_tokens)
 
 
 def load(data_dir: Path | None) -> list[Example]:

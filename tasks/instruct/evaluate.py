@@ -36,8 +36,8 @@ class IfOptions:
                              f"got {self.reward!r}")
 
     @staticmethod
-    def from_task_config(tc) -> "IfOptions":
-        return IfOptions(reward=tc.if_reward)
+    def from_flags(flags) -> "IfOptions":
+        return IfOptions(reward=flags.if_reward)
 
 
 def verdicts(example: Example, response: str, loose: bool = False) -> list[bool | None]:

@@ -56,8 +56,8 @@ def _train_set(name: str, help_text: str, needs_data_dir: bool,
 
     return TrainSet(name=name, family=FAMILY, help=help_text, load=load,
                     needs_data_dir=needs_data_dir, demonstration=demonstration, present=present,
-                    bind=lambda tc: _train_set(name, help_text, needs_data_dir,
-                                               SqlOptions.from_task_config(tc)))
+                    bind=lambda flags: _train_set(name, help_text, needs_data_dir,
+                                               SqlOptions.from_flags(flags)))
 
 
 TRAIN_SETS.add("spider", _train_set(
@@ -90,8 +90,8 @@ def _sql_task(name: str, splits: Sequence[str], what: str, headline: tuple[str, 
         headline=headline, spans=spans, item_scores=evaluate.item_scores,
         reward_batch=lambda examples, responses: evaluate.reward_rows(examples, responses,
                                                                       options),
-        bind=lambda tc: _sql_task(name, splits, what, headline, offline,
-                                  SqlOptions.from_task_config(tc)),
+        bind=lambda flags: _sql_task(name, splits, what, headline, offline,
+                                  SqlOptions.from_flags(flags)),
     )
 
 

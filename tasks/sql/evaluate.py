@@ -72,10 +72,12 @@ class SqlOptions:
     sample_rows: int = 0
 
     @staticmethod
-    def from_task_config(tc) -> "SqlOptions":
-        return SqlOptions(limits=SqlLimits(timeout=tc.sql_timeout, max_rows=tc.sql_max_rows),
-                          processes=tc.sql_processes, keep_distinct=tc.sql_keep_distinct,
-                          sample_rows=tc.sql_sample_rows)
+    def from_flags(flags) -> "SqlOptions":
+        return SqlOptions(limits=SqlLimits(timeout=flags.sql_timeout,
+                                           max_rows=flags.sql_max_rows),
+                          processes=flags.sql_processes,
+                          keep_distinct=flags.sql_keep_distinct,
+                          sample_rows=flags.sql_sample_rows)
 
 
 # (databases, gold query, semantics, keep_distinct, limits) -> why the gold query fails, or

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from harness.config import TaskConfig
+from harness.task_config import TaskConfig, task_config
 from tasks import TASKS
 from tasks.instruct import advancedif, judge
 
@@ -124,8 +124,8 @@ def test_prompts_are_composed_as_the_official_judges_do(data_dir):
 
 def test_scoring_with_a_recorded_judge_server(data_dir, server):
     url, seen = server
-    task = TASKS.get("advancedif").configured(TaskConfig(
-        task="advancedif", judge=url, judge_model="judge-x", judge_api_key_env=""))
+    task = TASKS.get("advancedif").configured(task_config(dict(
+        task="advancedif", judge=url, judge_model="judge-x", judge_api_key_env="")).options)
     examples = task.load_eval(data_dir)
     scored = task.score(examples, ["RESP-A", "RESP-B", "RESP-C"])
     m = scored["metrics"]
@@ -149,7 +149,7 @@ def test_parse_follows_the_official_reading():
 
 
 def test_missing_judge_and_bad_rows_are_clear_errors(data_dir, tmp_path):
-    task = TASKS.get("advancedif").configured(TaskConfig(task="advancedif"))
+    task = TASKS.get("advancedif").configured(TaskConfig(task="advancedif").options)
     examples = task.load_eval(data_dir)
     with pytest.raises(ValueError, match="needs a judge"):
         task.score(examples, ["x"] * len(examples))
@@ -167,7 +167,7 @@ def test_a_local_model_can_judge(data_dir, tmp_path):
     from harness.models import load_model, load_tokenizer
 
     # a random 2-layer model answers gibberish: every item is a judge failure, scored as such
-    task = TASKS.get("advancedif").configured(TaskConfig(task="advancedif"))
+    task = TASKS.get("advancedif").configured(TaskConfig(task="advancedif").options)
     examples = task.load_eval(data_dir)[:1]
     folder = tmp_path / "judge-model"  # a local judge is a model folder
     load_model("tiny-random").save_pretrained(folder)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from lab.cli import main as cli_main
-from harness.config import TaskConfig
+from harness.task_config import task_config
 from common.registry import UnknownNameError
 from methods.contexts import replay_messages
 from tasks import TASKS, TRAIN_SETS
@@ -45,6 +45,11 @@ from tasks.instruct.evaluate import IfOptions
 def test_checkers_on_hand_written_responses(iid, kwargs, good, bad):
     assert checkers.follows(iid, kwargs, good) is True
     assert checkers.follows(iid, kwargs, bad) is False
+
+def flags(task: str, **values):
+    """The family options object of ``task`` with these values (what ``configured`` binds)."""
+    return task_config({"task": task, **values}).options
+
 
 
 def test_registry_sizes_and_unknown_ids():
@@ -207,10 +212,10 @@ def test_replay_cuts_one_constraint():
 
 
 def test_aggregate_reward_renames_verifier_information():
-    ts = TRAIN_SETS.get("if-synth").configured(TaskConfig(if_reward="all"))
+    ts = TRAIN_SETS.get("if-synth").configured(flags("ifeval", if_reward="all"))
     ex = ts.load(None, 0)[0]
     assert {i.reward for i in ex.verifier_info} == {"all"}
-    task = TASKS.get("ifeval").configured(TaskConfig(task="ifeval", if_reward="mean"))
+    task = TASKS.get("ifeval").configured(flags("ifeval", if_reward="mean"))
     assert [r.name for r in task.rewards] == ["mean"]
 
 

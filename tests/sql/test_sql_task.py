@@ -5,7 +5,7 @@ import math
 import pytest
 
 from lab.cli import main as cli_main
-from harness.config import TaskConfig
+from harness.task_config import task_config
 from methods.contexts import replay_messages
 from tasks import TASKS, TRAIN_SETS
 from tasks.sql import evaluate
@@ -14,6 +14,11 @@ from tasks.sql.loaders import load_split
 from tasks.sql.layout import FORMAT_SPEC, count_statements, extract_sql, format_ok
 from tasks.sql.prompt import spans
 from tasks.sql.schema import schema_text
+
+def flags(task: str, **values):
+    """The family options object of ``task`` with these values (what ``configured`` binds)."""
+    return task_config({"task": task, **values}).options
+
 
 
 def answer(sql: str, think: str = "Look at the tables.") -> str:
@@ -205,9 +210,9 @@ def test_score_metrics_and_average(data_dir):
 
 
 def test_options_reach_the_task_through_bind(data_dir):
-    task = TASKS.get("spider-dev").configured(TaskConfig(task="spider-dev", sql_sample_rows=1))
+    task = TASKS.get("spider-dev").configured(flags("spider-dev", sql_sample_rows=1))
     assert "example rows" in task.load_eval(data_dir)[0].messages[1]["content"]
-    train = TRAIN_SETS.get("spider").configured(TaskConfig(sql_sample_rows=1))
+    train = TRAIN_SETS.get("spider").configured(flags("spider-dev", sql_sample_rows=1))
     assert "example rows" in train.load(data_dir, 0)[0].messages[1]["content"]
 
 
