@@ -10,6 +10,8 @@ def option(default: Any, help: str, identity: bool = True, aliases: tuple[str, .
            **metadata: Any) -> Any:
     """A config or option field: its default and help text (it becomes a CLI flag).
     ``identity=False``: it does not change results (not part of a result's setting).
+    ``machine=True``: the machine decides it (``auto``), like its kind: recorded and hashed
+    with the seed, but a seed that differs in it alone is the same setting.
     ``aliases``: its former names, still read from flags, overrides and stored configs (a
     renamed field keeps them for one release)."""
     return dataclasses.field(default=default, metadata={"help": help, "identity": identity,

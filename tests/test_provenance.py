@@ -166,7 +166,7 @@ def test_a_new_result_records_this_trees_provenance_and_an_old_one_its_commit():
 
 def test_the_machine_is_recorded_beside_the_code_and_labelled_by_its_kernels(monkeypatch):
     m = provenance.machine()
-    assert set(m) == {"arch", "cpu", "isa", "bf16", "amx", "gpus"}
+    assert set(m) == {"arch", "cpu", "isa", "bf16", "amx", "gpus", "onednn_bf16"}
     assert isinstance(m["bf16"], bool) and isinstance(m["gpus"], list)
     assert provenance.current()["machine"] == m
     assert provenance.machine_kind({"arch": "x86_64", "isa": "AVX2", "bf16": False,

@@ -25,15 +25,61 @@ def process_group():
 
 
 def test_auto_is_decided_by_the_machine_when_the_run_is_resolved(monkeypatch):
-    from harness import provenance
+    from harness import autovalues
 
     for has, want in ((True, "bfloat16"), (False, "float32")):
-        monkeypatch.setattr(provenance, "machine", lambda has=has: {"bf16": has})
+        monkeypatch.setattr(autovalues, "bf16_here", lambda has=has: has)
         config = resolve("smoke", {"update_dtype": "auto"})
         assert config.training.update_dtype == want
+        # the sampling dtype too, by default; a config made directly is decided by of_config
+        assert config.rollout.rollout_dtype == want
+        assert of_config(RunConfig()).config.rollout.rollout_dtype == want
         gpu = resolve("smoke", {"update_dtype": "auto", "use_gpu": True})
-        assert gpu.training.update_dtype == "bfloat16"
+        assert gpu.training.update_dtype == "bfloat16" == gpu.rollout.rollout_dtype
+        assert resolve("smoke", {"rollout_dtype": "float32"}).rollout.rollout_dtype == "float32"
     assert resolve("smoke", {"update_dtype": "float32"}).training.update_dtype == "float32"
+
+
+def test_native_bf16_is_read_from_the_cpu_flags_not_onednn_s_emulation():
+    from harness.provenance import native_bf16
+
+    # AVX-512 without BF16 (oneDNN emulates bf16 there, slower than float32), AVX2
+    assert native_bf16(frozenset({"avx2", "avx512f", "avx512bw", "avx512_vnni"})) is False
+    assert native_bf16(frozenset({"avx2", "fma"})) is False
+    assert native_bf16(frozenset({"avx512f", "avx512_bf16"})) is True
+    assert native_bf16(frozenset({"amx_tile", "amx_bf16"})) is True
+    assert native_bf16(frozenset({"fp", "asimd", "bf16"})) is True  # Arm's Features line
+
+
+def test_the_sampling_dtype_is_not_the_setting_and_is_named_where_unusual(tmp_path):
+    """A seed sampled in float32 because its CPU lacks bf16 is another sample of the same
+    setting (the folder and the pooling check agree); a cell names its dtype when it is not
+    its machine's own choice."""
+    from harness import provenance
+    from harness.results import (atomic_write_json, check_stored, config_hash, make_record,
+                                 run_dir)
+
+    bf16, fp32 = (resolve("smoke", {"rollout_dtype": d}) for d in ("bfloat16", "float32"))
+    assert run_dir(bf16) == run_dir(fp32)
+    path = tmp_path / "seed0.json"
+    atomic_write_json(path, make_record(bf16, {}, train={}, wall_seconds=0.0))
+    check_stored(fp32, path)  # no refusal: the same setting
+    assert config_hash(fp32) != config_hash(bf16)  # the hash records which dtype sampled
+    amx = {"arch": "x86_64", "isa": "AVX512", "bf16": True, "amx": True, "gpus": [],
+           "onednn_bf16": True}
+    avx2 = {"arch": "x86_64", "isa": "AVX2", "bf16": False, "amx": False, "gpus": [],
+            "onednn_bf16": False}
+
+    def label(config, machine):
+        return provenance.machine_of_result({"config": config.to_dict(),
+                                             "provenance": {"machine": machine}})
+    assert label(bf16, amx) == "x86_64 AVX512, bf16, AMX"  # each kind's own choice: no note
+    assert label(fp32, avx2) == "x86_64 AVX2, no bf16"
+    assert label(fp32, amx) == "x86_64 AVX512, bf16, AMX, sampled in float32"
+    assert label(bf16, avx2) == "x86_64 AVX2, no bf16, sampled in bfloat16"
+    # a record from before the flags were read (bf16 meant oneDNN's check): no note
+    del avx2["onednn_bf16"]
+    assert label(bf16, avx2) == "x86_64 AVX2, no bf16"
 
 
 def test_a_stored_seed_without_the_field_ran_in_float32():

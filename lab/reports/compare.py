@@ -127,8 +127,8 @@ def setting_differences(folders: list[Path]) -> dict[str, list]:
              for f in folders]
     out: dict[str, list] = {}
     for name in sorted(set().union(*flats)):
-        if name in aside or (name in known and not known[name][1].metadata.get("identity",
-                                                                                  True)):
+        meta = known[name][1].metadata if name in known else {}
+        if name in aside or not meta.get("identity", True) or meta.get("machine"):
             continue
         values = [flat.get(name) for flat in flats]
         if any(v != values[0] for v in values[1:]):

@@ -104,8 +104,8 @@ def compare(stored: Path, rerun: Path) -> tuple[list[str], dict]:
     out: list[str] = []
     # the settings as this code reads both (a stored hash was computed over the fields its
     # code knew; a field added since reads as what its absence meant)
-    _differ("settings", identity(RunConfig.from_dict(a["config"])),
-            identity(RunConfig.from_dict(b["config"])), out)
+    _differ("settings", identity(RunConfig.from_dict(a["config"]), machine=True),
+            identity(RunConfig.from_dict(b["config"]), machine=True), out)
     for key in ("data", "num_eval_items", "metrics"):
         _differ(key, a.get(key), b.get(key), out)
     ta, tb = _untimed(a.get("train", {})), _untimed(b.get("train", {}))
