@@ -47,9 +47,8 @@ class RolloutConfig:
     # other dtype is another sample of the same setting (its folder, pooling and comparisons
     # leave it out), its dtype recorded in its stored config and its hash (docs/runs.md, "The
     # sampling dtype")
-    rollout_dtype: str = option("auto", "lean engine's sampling dtype: auto (bfloat16 on a GPU "
-                                     "or a CPU with AVX512-BF16 or AMX, float32 elsewhere) | "
-                                     "bfloat16 | float32 (exact)", machine=True)
+    rollout_dtype: str = option("auto", "lean engine's sampling dtype: auto (bf16 where native: "
+                                     "GPU, AVX512-BF16, AMX; else float32)", machine=True)
     rollout_logprob_tolerance: float = option(
         0.05, "engines that report their sampling log-probs (lean): the largest mean |log-prob "
               "difference| to the policy on the sampled tokens the update forwards before the "
@@ -107,8 +106,7 @@ class TrainingConfig:
     update_dtype: str = option(
         "float32", "the update's forward and backward compute in this dtype under autocast, "
                    "with float32 weights, gradients and AdamW state: float32 (off) | bfloat16 | "
-                   "auto (bfloat16 where this machine has bf16 kernels: a GPU, or a CPU with "
-                   "AMX or AVX-512 BF16; float32 elsewhere; resolved once, before the run)",
+                   "auto (bf16 where native: GPU, AVX512-BF16, AMX; else float32)",
         absent="float32")
     gradient_checkpointing: bool = option(True, "recompute activations in backward: ~1/3 more "
                                              "compute, activation memory per layer boundary "

@@ -23,7 +23,7 @@ UV_VERSION=0.13.10  # the installer, itself pinned
 want=$(cat pyproject.toml requirements/*.txt requirements/*.lock scripts/setup.sh | sha256sum | cut -c1-16)
 stamp=$venv/.setup-done
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "setup: installing the pinned environment into $venv (a few minutes, once)"
+    echo "setup: installing the locked environment into $venv (about a minute, once)"
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     # uv (from PyPI) installs the locked environment in seconds where pip takes minutes; torch
     # alone comes through pip, which finds this machine's CPU build (PyPI's is a CUDA one).

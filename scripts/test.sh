@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up, then run the whole test suite (CPU, no network); extra arguments go to pytest,
 # e.g. `scripts/test.sh -m "not slow"` skips the Ray + DeepSpeed tests.
-# `scripts/test.sh --fast` runs the unit layer alone (no model, no DeepSpeed, no Ray; about two
-# minutes here; tests/conftest.py says which tests are in it).
+# `scripts/test.sh --fast` runs the unit layer alone (no model, no DeepSpeed, no Ray: a unit test
+# that builds one fails; 1 min 45 s on a 2-core AMX CPU; tests/conftest.py says which tests are
+# in it).
 # `scripts/test.sh --vllm` runs the vLLM lane: sets up .venv-vllm (vLLM's CPU build, a few
 # minutes once) and runs the tests that run vLLM for real, then the vLLM API and engine tests
 # against the installed vLLM (about 6 minutes here).

@@ -47,6 +47,7 @@ def test_preflight_refuses_a_benchmark_another_training_would_serve(tmp_path):
     assert data_problems(of_config(resolve("smoke", {"task": "ifeval,ifbench"}))) == []
 
 
+@pytest.mark.model
 def test_one_training_stores_a_result_per_benchmark_equal_to_a_run_alone(tmp_path,
                                                                         process_group):
     from harness.launch import pending_seeds, still_missing

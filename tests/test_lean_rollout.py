@@ -11,8 +11,6 @@ from harness.rollouts.lean import (LeanDecoder, LeanRollout, filter_logits, samp
 from harness.train.logprobs import sequence_logprobs
 from tasks.base import Example
 
-pytestmark = pytest.mark.unit
-
 
 def tiny(kind: str, vocab: int):
     """A 2-layer model of each supported family, seeded, with a non-trivial attention layout

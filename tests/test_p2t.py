@@ -137,6 +137,7 @@ def _correlation_with_exact_replacement(model, tok) -> float:
     return torch.corrcoef(torch.tensor([exact, first_order]))[0, 1].item()
 
 
+@pytest.mark.model
 def test_influence_is_the_first_order_change_and_tracks_exact_replacement(tiny):
     """On tiny-random as is and with its embeddings drawn to a tenth of their spread around
     their mean (so that replacing a token is a small, nearly linear move): the estimate is
@@ -180,6 +181,7 @@ def test_one_backward_per_slice_and_no_signal_is_not_computed(tiny, monkeypatch)
     assert (infl[1, 0, 4:] == 0).all() and (infl[1, 0, :4] != 0).any()  # padding: 0
 
 
+@pytest.mark.model
 def test_planted_signal_the_code_word_gets_the_credit():
     """SmolLM2 copies a code word only the privileged verifier text holds: reward "code"'s
     influence peaks inside the code word (where the text explains the response)."""
@@ -238,6 +240,7 @@ def _policy_rows(tok, texts):
     return ids, mask
 
 
+@pytest.mark.model
 def test_reward_model_token_rewards_per_step(tmp_path, tiny, monkeypatch):
     from methods.p2t import reward_model
 
@@ -271,6 +274,7 @@ def test_reward_model_token_rewards_per_step(tmp_path, tiny, monkeypatch):
     assert torch.allclose(signed[:, 0], (2 * out[:, 0] - 1) * (out[:, 0] != 0))
 
 
+@pytest.mark.model
 def test_reward_model_influence_is_first_order_and_tracks_exact_replacement(tmp_path, tiny):
     """A process reward model's influences (a step of 8 tokens scored at the step token after
     it) against finite differences and the exact replacement of each token by the pad token,
@@ -363,6 +367,7 @@ def test_both_variants_train_a_step_in_the_loop(tmp_path):
 
 
 # --- mutants an audit found no test killed --------------------------------------------------
+@pytest.mark.model
 def test_reward_model_allocation_weighs_flat_by_alpha_and_redistributed_by_omega(tmp_path,
                                                                                   tiny):
     """S = GDPO + alpha R_s + omega N_s R_s softmax: with alpha != omega and flat !=
@@ -383,6 +388,7 @@ def test_reward_model_allocation_weighs_flat_by_alpha_and_redistributed_by_omega
     assert torch.allclose(got, expected, atol=1e-5)
 
 
+@pytest.mark.model
 def test_reward_model_temperature_sharpens_each_steps_softmax(tmp_path, tiny):
     """softmax(I / tau): at tau 0.5 a step's weights are the squares of tau 1's, renormalised;
     a variant that ignored tau would give tau 1's."""

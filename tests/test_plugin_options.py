@@ -126,6 +126,7 @@ def test_sequence_whitening_of_a_non_uniform_allocation_is_refused():
 ENGINE = str(ROOT / "tests" / "plugins" / "toy_engine.py")
 
 
+@pytest.mark.model
 def test_a_plugin_engine_is_chosen_checked_and_builds(tmp_path, capsys):
     from harness.config import resolve
     from harness.models import load_model, load_tokenizer

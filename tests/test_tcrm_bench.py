@@ -68,6 +68,7 @@ def test_tcrm_variants_in_the_localisation_bench():
         localisation.parse_variant("tcrm@joint")
 
 
+@pytest.mark.model
 def test_tcrm_profile_is_the_allocation_shape_and_skips_pairs_without_advantage():
     import methods
     from harness.models import load_model, load_tokenizer

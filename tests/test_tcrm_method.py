@@ -120,6 +120,7 @@ def _context(model, tok, n_prompts=2, g=4, width=6, seed=0):
     return ctx
 
 
+@pytest.mark.model
 def test_value_model_trains_online_and_its_credit_sums_to_the_change(tiny):
     model, tok = tiny
     ctx = _context(model, tok)
@@ -143,6 +144,7 @@ def test_value_model_trains_online_and_its_credit_sums_to_the_change(tiny):
     assert vm.describe(state.model)["trained"] < vm.describe(state.model)["params"]
 
 
+@pytest.mark.model
 def test_state_survives_a_checkpoint_and_continues_identically(tiny):
     model, tok = tiny
     opts = methods.options(tcrm_epochs=1, tcrm_lr=1e-3, tcrm_buffer=2)
@@ -163,6 +165,7 @@ def test_state_survives_a_checkpoint_and_continues_identically(tiny):
         assert torch.equal(p, a[name]), name
 
 
+@pytest.mark.model
 def test_saved_value_model_is_read_by_tcrm_and_by_p2t(tmp_path, tiny):
     model, tok = tiny
     out = str(tmp_path / "vm")
@@ -207,6 +210,7 @@ def test_options_are_checked():
     assert "tcrm_beta" in text and "tcrm_profile" in text and "/nowhere" in text
 
 
+@pytest.mark.model
 def test_frozen_blocks_run_once_and_give_the_whole_model_values(tiny):
     model, tok = tiny
     ctx = _context(model, tok)

@@ -61,6 +61,7 @@ def _run(tmp_path, **overrides):
     return path, json.loads(path.read_text()), log
 
 
+@pytest.mark.model
 def test_tensorboard_and_mlflow_receive_every_step_metric_and_the_evaluations(tmp_path,
                                                                               process_group):
     from mlflow.tracking import MlflowClient
@@ -101,6 +102,7 @@ def test_tensorboard_and_mlflow_receive_every_step_metric_and_the_evaluations(tm
         == {1, 2, 3}
 
 
+@pytest.mark.model
 def test_evaluating_during_training_leaves_the_training_unchanged(tmp_path, process_group):
     _, plain, plain_log = _run(tmp_path / "a", report_to="none")
     _, evald, eval_log = _run(tmp_path / "b", report_to="none", eval_every=1)

@@ -136,6 +136,7 @@ def test_adapter_advantages_equal_the_harness_for_every_method(tmp_path):
             plugin} <= set(checked)
 
 
+@pytest.mark.model
 def test_methods_with_loss_terms_are_refused(tmp_path):
     with pytest.raises(ValueError, match="loss terms"):
         _trainer(tmp_path, method="opsd")

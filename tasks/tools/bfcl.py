@@ -218,6 +218,13 @@ def _split_question(question: list[list[dict]]) -> tuple[str, list[dict]]:
 
 def load_category(category: str) -> list[Example]:
     """All items of one BFCL v4 category as Examples, in the wheel's order."""
+    return list(_category(category))
+
+
+@functools.lru_cache(maxsize=None)
+def _category(category: str) -> tuple[Example, ...]:
+    """:func:`load_category`, read once per process (the wheel's files do not change while it
+    runs; an Example is frozen): a dry run, its check and the evaluation read the same items."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown BFCL category {category!r}; known: {', '.join(CATEGORIES)}")
     bfcl = _bfcl()
@@ -242,7 +249,7 @@ def load_category(category: str) -> list[Example]:
             metadata={"category": category, "language": language_of(category),
                       "functions": raw_entry["function"], "gold_output": gold},
         ))
-    return examples
+    return tuple(examples)
 
 
 def load(categories: Sequence[str] = CATEGORIES) -> list[Example]:
