@@ -38,7 +38,13 @@ from lab.bench.trl_side import process_age
 # side -> (config overrides, what it is)
 SIDES = {
     "harness": ({"update_dtype": "float32"}, "the harness as it runs (lean engine, prompt "
-                                              "packing), its update in float32"),
+                                              "packing, sampling in the machine's dtype: "
+                                              "--rollout-dtype auto), its update in float32"),
+    "harness-sample-fp32": ({"update_dtype": "float32", "rollout_dtype": "float32"},
+                            "the same, sampling in float32 whatever the machine"),
+    "harness-sample-bf16": ({"update_dtype": "float32", "rollout_dtype": "bfloat16"},
+                            "the same, sampling in bf16 whatever the machine (emulated where "
+                            "the CPU has no native bf16)"),
     "harness-bf16": ({"update_dtype": "bfloat16"}, "the same with its update, log-probs and "
                                                    "passes under bf16 autocast "
                                                    "(--update-dtype bfloat16)"),
@@ -51,6 +57,9 @@ SIDES = {
     "trl-mrtpo": ({}, "TRL GRPOTrainer with this harness's MRTPO as its advantage "
                       "(harness.integrations.trl, conventions trl, token whitening)"),
 }
+# the sampling-dtype sides are asked for by name (on a CPU without native bf16 they show what
+# --rollout-dtype auto saves)
+DEFAULT_SIDES = tuple(s for s in SIDES if not s.startswith("harness-sample-"))
 PHASES = ("generate", "rewards", "score", "forward_backward", "optimizer", "other")
 PHASE_HELP = {
     "generate": "sampling the responses (tokenising and decoding included)",
@@ -280,7 +289,7 @@ def add_parser(which) -> None:
     p.add_argument("--rounds", type=int, default=3, help="rounds; each runs every side once")
     p.add_argument("--steps", type=int, default=4, help="steps per side and round (>= 2; "
                                                          "step 1 is not timed)")
-    p.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of: "
+    p.add_argument("--sides", default=",".join(DEFAULT_SIDES), help="comma-separated, of: "
                                                              + ", ".join(SIDES))
     p.add_argument("--timeout", type=float, default=1800, help="seconds per side and round")
     p.add_argument("--label", default="vs-trl", help="report name under --output-dir")
