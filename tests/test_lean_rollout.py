@@ -103,6 +103,24 @@ def test_same_seed_same_samples_and_sync_reads_new_weights(tokenizer):
     assert diff.max() < 1e-4
 
 
+def test_a_sync_that_changes_no_weight_keeps_the_packed_decoder(tokenizer, monkeypatch):
+    import copy
+    from types import SimpleNamespace
+
+    model = tiny("llama", len(tokenizer))
+    lean = LeanRollout(copy.deepcopy(model), tokenizer, "float32")
+    policy = SimpleNamespace(module=model)  # what sync reads of a DeepSpeed engine
+    loads, load = [], lean.decoder.load
+    monkeypatch.setattr(lean.decoder, "load", lambda: (loads.append(1), load())[1])
+    assert lean.sync(policy)["param_update_norm"] == 0.0 and loads == []
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight.mul_(3.0)
+    assert lean.sync(policy)["param_update_norm"] > 0 and loads == [1]
+    c = lean.generate(prompts(), 2, 8, seed=5)  # samples the changed policy
+    diff = (policy_logprobs(model, c) - c.logprobs)[c.response_mask.bool()].abs()
+    assert diff.max() < 1e-4
+
+
 def test_filters_are_transformers_top_k_and_top_p():
     from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 

@@ -329,7 +329,9 @@ class LeanRollout:
 
     def sync(self, policy) -> dict:
         norm = sync_plain_copy(self.plain_model, policy)
-        self.decoder.load()
+        if norm != 0.0:  # the same weights pack the same (a run's first sync: its engine and
+            # this copy were loaded from one folder), so the decoder keeps what it holds
+            self.decoder.load()
         return {"param_update_norm": norm}
 
     def encode(self, examples: Sequence[Example]) -> list[list[int]]:
