@@ -227,8 +227,8 @@ class RunConfig:
             if key == "task":  # likewise the options of other families than the task's
                 value = with_absent(TaskConfig, renamed(value))
                 kwargs[key] = task_config({k: v for k, v in value.items() if k not in
-                                           foreign_family_options(value.get("task", "bfcl"),
-                                                                  value)})
+                                           foreign_family_options(
+                                               value.get("task", TaskConfig.task), value)})
                 continue
             kwargs[key] = cls(**with_absent(cls, renamed(value))) if cls else \
                 (tuple(value) if key == "plugins" else value)

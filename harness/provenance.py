@@ -18,10 +18,10 @@ their fingerprint is ``commit:<that commit>``, so they pool only with seeds stor
 commit.
 
 Beside the code, a seed records the kind of machine it started (and each resume ran) on
-(``machine``): the CPU's instruction set as torch dispatches on it, whether the CPU has native
-bf16 instructions (``--rollout-dtype auto`` and ``--update-dtype auto`` compute in bf16 where it
-does) and whether oneDNN has bf16 kernels (natively or emulated), AMX, and the GPUs. The same code and seed sample differently on two kinds, so a
-report says which kind made which rows and footnotes a cell or a comparison that spans two;
+(``machine``): the CPU's instruction set as torch dispatches on it, whether the CPU has
+native bf16 instructions (``--rollout-dtype auto`` and ``--update-dtype auto`` compute in bf16
+where it does) and whether oneDNN has bf16 kernels (natively or emulated), AMX, and the GPUs.
+The same code and seed sample differently on two kinds, so a report says which kind made which rows and footnotes a cell or a comparison that spans two;
 it does not refuse them (another machine is a replication, not other code). The machine is not
 in the fingerprint: nothing here changes what a run computes.
 """
@@ -124,55 +124,25 @@ def _gpus() -> list[str]:
         else []
 
 
-# CPU flags (Linux's /proc/cpuinfo) of native bf16 arithmetic: x86's AVX512-BF16 or AMX,
-# Arm's BF16 extension
-NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
-
-
-def cpu_flags() -> frozenset[str] | None:
-    """The CPU's feature flags as Linux lists them (x86 ``flags``, Arm ``Features``); None
-    where they cannot be read (another OS)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return None
-
-
-def native_bf16(flags: frozenset[str] | None = None) -> bool | None:
-    """Whether the CPU computes bf16 in its own instructions (AVX512-BF16, AMX, Arm BF16), read
-    from its flags; None where they cannot be read. oneDNN's own check
-    (``torch.ops.mkldnn._is_mkldnn_bf16_supported``) is not this: it is also true on AVX-512
-    without BF16, where oneDNN emulates bf16, slower than float32."""
-    flags = cpu_flags() if flags is None else flags
-    return None if flags is None else bool(flags & NATIVE_BF16_FLAGS)
-
-
 def machine() -> dict:
     """What kind of machine this process computes on: ``{"arch", "cpu", "isa", "bf16", "amx",
     "gpus", "onednn_bf16"}`` (``isa``: torch's CPU capability, e.g. AVX2 or AVX512; ``bf16``:
-    the CPU has native bf16 instructions (:func:`native_bf16`; where its flags cannot be read,
-    oneDNN's check); ``onednn_bf16``: oneDNN runs bf16 kernels here, natively or emulated;
-    None where it cannot be told)."""
+    the CPU has native bf16 instructions (``harness.autovalues.bf16_here``: the CPU's flags,
+    or oneDNN's check where they cannot be read); ``onednn_bf16``: oneDNN runs bf16 kernels
+    here, natively or emulated; None where it cannot be told)."""
     import platform
 
+    from harness.autovalues import bf16_here, onednn_bf16
+
     out = {"arch": platform.machine() or "unknown", "cpu": _cpu_name(), "isa": "unknown",
-           "bf16": native_bf16(), "amx": None, "gpus": _gpus(), "onednn_bf16": None}
+           "bf16": bf16_here(), "amx": None, "gpus": _gpus(), "onednn_bf16": onednn_bf16()}
     try:
         import torch
 
         out["isa"] = str(torch.backends.cpu.get_cpu_capability())
-        out["onednn_bf16"] = bool(torch.backends.mkldnn.is_available()
-                                  and torch.ops.mkldnn._is_mkldnn_bf16_supported())
         out["amx"] = bool(torch.cpu._is_amx_tile_supported())
     except (ImportError, AttributeError, RuntimeError):
         pass
-    if out["bf16"] is None:
-        out["bf16"] = out["onednn_bf16"]
     return out
 
 

@@ -135,10 +135,9 @@ def identity(config: RunConfig, machine: bool = False) -> dict:
     return identity_of(config.to_dict(), machine)
 
 
-def identity_of(data: dict, machine: bool = True) -> dict:
+def identity_of(data: dict, machine: bool = False) -> dict:
     """:func:`identity` of a config as a dict, from the fields it holds: a file written before
-    a field existed (a new method's option, say) keeps the hash it was written with. The hash
-    (:func:`config_hash`) covers the fields the machine decided too."""
+    a field existed (a new method's option, say) keeps the hash it was written with."""
     from harness.config import all_fields
 
     out = {}
@@ -203,7 +202,8 @@ class ResultError(ValueError):
 def config_hash(config: RunConfig | dict) -> str:
     """A short hash of the fields that make a result's setting (:func:`identity_of`)."""
     data = config if isinstance(config, dict) else stored_config(config)
-    blob = json.dumps(identity_of(data), sort_keys=True, default=str)
+    # the fields the machine decided too: the hash says which dtype a seed sampled in
+    blob = json.dumps(identity_of(data, machine=True), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -20,7 +20,8 @@ case "${1:-}" in
 esac
 
 UV_VERSION=0.13.10  # the installer, itself pinned
-want=$(cat pyproject.toml requirements/*.txt requirements/*.lock scripts/setup.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml requirements/*.txt requirements/*.lock scripts/setup.sh \
+    | sha256sum | cut -c1-16)
 stamp=$venv/.setup-done
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing the locked environment into $venv (about a minute, once)"

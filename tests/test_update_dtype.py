@@ -41,7 +41,7 @@ def test_auto_is_decided_by_the_machine_when_the_run_is_resolved(monkeypatch):
 
 
 def test_native_bf16_is_read_from_the_cpu_flags_not_onednn_s_emulation():
-    from harness.provenance import native_bf16
+    from harness.autovalues import native_bf16
 
     # AVX-512 without BF16 (oneDNN emulates bf16 there, slower than float32), AVX2
     assert native_bf16(frozenset({"avx2", "avx512f", "avx512bw", "avx512_vnni"})) is False

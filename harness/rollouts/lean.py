@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
+from harness.autovalues import onednn_bf16
 from harness.rollouts.base import (Rollout, decode_responses, encode_prompts, eos_token_ids,
                                    greedy_in_batches, left_pad)
 from harness.rollouts.hf import sync_plain_copy
@@ -49,15 +50,6 @@ def unsupported(config) -> list[str]:
     if sliding or layer_types != {"full_attention"}:
         why.append("sliding-window attention")
     return why
-
-
-def packed_bf16_available() -> bool:
-    """oneDNN's pre-packed bf16 linear exists in this torch and this CPU has bf16 support."""
-    try:
-        return bool(torch.backends.mkldnn.is_available()
-                    and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 class Linear:
@@ -116,7 +108,7 @@ class LeanDecoder:
         self.model = model
         self.dtype = dtype
         self.rows_hint = rows_hint
-        self.packed = dtype == torch.bfloat16 and packed_bf16_available()
+        self.packed = dtype == torch.bfloat16 and onednn_bf16()
         self.heads = c.num_attention_heads
         self.kv_heads = getattr(c, "num_key_value_heads", None) or self.heads
         attn = model.model.layers[0].self_attn

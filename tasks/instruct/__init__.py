@@ -63,7 +63,7 @@ def _train_set(name: str, help_text: str, needs_data_dir: bool,
                     needs_data_dir=needs_data_dir,
                     present=lambda data_dir: (data_dir / data.HIR_FILE).is_file(),
                     bind=lambda flags: _train_set(name, help_text, needs_data_dir,
-                                               IfOptions.from_flags(flags)))
+                                                  IfOptions.from_flags(flags)))
 
 
 TRAIN_SETS.add("hir", _train_set(
@@ -115,8 +115,8 @@ def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, .
         reward_batch=lambda examples, responses: evaluate.reward_rows(examples, responses,
                                                                       options),
         bind=lambda flags: _if_task(name, what, load_eval, score_with, headline,
-                                 IfOptions.from_flags(flags),
-                                 JudgeOptions.from_flags(flags), preflight, item_scores),
+                                    IfOptions.from_flags(flags),
+                                    JudgeOptions.from_flags(flags), preflight, item_scores),
         preflight=preflight, item_scores=item_scores,
     )
 

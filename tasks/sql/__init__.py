@@ -57,7 +57,7 @@ def _train_set(name: str, help_text: str, needs_data_dir: bool,
     return TrainSet(name=name, family=FAMILY, help=help_text, load=load,
                     needs_data_dir=needs_data_dir, demonstration=demonstration, present=present,
                     bind=lambda flags: _train_set(name, help_text, needs_data_dir,
-                                               SqlOptions.from_flags(flags)))
+                                                  SqlOptions.from_flags(flags)))
 
 
 TRAIN_SETS.add("spider", _train_set(
@@ -91,7 +91,7 @@ def _sql_task(name: str, splits: Sequence[str], what: str, headline: tuple[str, 
         reward_batch=lambda examples, responses: evaluate.reward_rows(examples, responses,
                                                                       options),
         bind=lambda flags: _sql_task(name, splits, what, headline, offline,
-                                  SqlOptions.from_flags(flags)),
+                                     SqlOptions.from_flags(flags)),
     )
 
 
