@@ -247,8 +247,13 @@ def bench_vs_trl(args: argparse.Namespace) -> int:
             for s in sides]
     from importlib import metadata
 
+    from harness.assets import PROJECT_ROOT
+
+    # the warm start's folder as the checkout names it (no path of this machine in a report)
+    shown = (os.path.relpath(model_path, PROJECT_ROOT)
+             if Path(model_path).resolve().is_relative_to(PROJECT_ROOT) else str(model_path))
     settings = [["model", f"{base.model.model}"
-                 f"{' (warm-started: ' + str(model_path) + ')' if base.warmstart.warm_start else ''}"],
+                 f"{' (warm-started: ' + shown + ')' if base.warmstart.warm_start else ''}"],
                 ["task, prompts", f"{base.task.task}: {r.prompts_per_step} prompts x G="
                                   f"{r.group_size} per step, the harness's prompt order"],
                 ["generation", f"<= {r.max_response_tokens} new tokens, temperature "
