@@ -27,6 +27,10 @@ from harness.rollouts import left_pad, with_response
 def base_and_head(model):
     """The transformer body (returns hidden states) and the LM head of an HF causal LM."""
     module = getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
+    if hasattr(module, "get_base_model"):
+        # a PEFT model: its base_model is the adapter's wrapper; the HF model it returns here
+        # carries the adapter layers in place, so the states are the adapted policy's
+        module = module.get_base_model()
     return module.base_model, module.get_output_embeddings()
 
 

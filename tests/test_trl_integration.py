@@ -155,28 +155,34 @@ def test_grpo_trainer_trains_two_steps_through_the_adapter(tmp_path, method):
 
 
 @pytest.mark.slow
-def test_the_documented_example_runs_as_written():
-    """docs/examples/trl_mrtpo.py, on tiny-random (its second argument), trains two steps."""
+def test_the_documented_example_trains():
+    """docs/examples/trl_mrtpo.py, on tiny-random (its second argument): two steps whose
+    advantages are not all zero and which change the weights."""
+    import os
     import subprocess
     import sys
 
     pytest.importorskip("trl", reason="the trl extra: pip install -e '.[trl]'")
-    import os
-
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_ENV}
     run = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "trl_mrtpo.py"),
                           "mrtpo", "tiny-random"], cwd=ROOT, capture_output=True, text=True,
                          timeout=600, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
-    steps = [line for line in run.stdout.splitlines() if line.startswith("{'loss'")
-             and "'step': " in line]  # the example's own lines (TRL prints its log too)
+    lines = run.stdout.splitlines()
+    steps = [line for line in lines if line.startswith("{'loss'") and "'step': " in line]
     assert len(steps) == 2, run.stdout[-2000:]
+    advantages = [float(x) for line in lines if line.startswith("advantages: [")
+                  for x in line.split("[", 1)[1].rstrip("]").split(",")]
+    assert advantages and any(abs(a) > 1e-3 for a in advantages), run.stdout[-2000:]
+    moved = [float(line.rsplit(" ", 1)[1]) for line in lines
+             if line.startswith("largest weight change:")]
+    assert moved and moved[0] > 0, run.stdout[-2000:]
     # the page shows the example's code: its calls, as written
     page = (ROOT / "docs" / "integrations.md").read_text()
     example = (ROOT / "docs" / "examples" / "trl_mrtpo.py").read_text()
     for line in ("reward_funcs=reward_functions(task, by_id),  # one per reward, named as it",
                  "examples=by_id,  # what MRTPO replays: each prompt's verifier information",
-                 'examples = TRAIN_SETS.get("tools-synth").load(None, 0)[:4]'):
+                 'examples = TRAIN_SETS.get("if-synth").load(None, 0)[:4]'):
         assert line in page and line in example, line
 
 

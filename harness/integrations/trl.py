@@ -13,9 +13,18 @@ with passes (the token-level ones) runs them on TRL's own model, before its upda
 harness's ``PolicyContext``; the rows it replays are the harness's
 ``Example``s, found by the dataset's ``example_id`` column (:func:`dataset` builds one).
 
-TRL's own normalisation is bypassed, so ``scale_rewards`` and ``multi_objective_aggregation``
-do not apply; the method's ``--conventions`` (``trl`` for TRL's epsilons) and ``--whiten`` do.
-``loss_type`` and the clipping stay TRL's.
+TRL's own normalisation is the method's now: ``scale_rewards``, ``multi_objective_aggregation``
+and ``reward_weights`` set to anything but their defaults are refused at construction (each
+names the method's way to the same end), as are reward functions named otherwise than the
+rewards whose verifier information the method replays. The method's ``conventions`` default to
+TRL's (``conventions=``). ``loss_type``, the clipping, tool masks (``tools=``, an environment's
+``env_mask``), ``pad_to_multiple_of``, ``mask_truncated_completions`` and ``peft_config`` stay
+TRL's: the method's credit lands on the tokens TRL trains (a tool result's tokens get none, the
+model's tokens after it keep theirs) and its passes replay the completion as the model saw it,
+tool results included. Evaluation batches (``eval_strategy``) keep TRL's own advantages: they
+train nothing, and a pass there would (TCRM's value model). TRL's completions log
+(``log_completions``) shows the method's advantage of each completion (its mean over the
+tokens trained).
 """
 from __future__ import annotations
 
@@ -49,17 +58,21 @@ def dataset(examples: Sequence[Any]):
                               for ex in examples])
 
 
-def batch_of(rewards: torch.Tensor, lengths: Sequence[int], group_size: int,
+def batch_of(rewards: torch.Tensor, mask, group_size: int,
              reward_names: Sequence[str], bounds: Sequence[tuple[float, float]],
              passes: Optional[dict] = None, step: int = 0, total_steps: int = 1) -> RolloutBatch:
     """The harness's batch of TRL's scores: rows in TRL's order, ``group_size`` consecutive
-    rows per prompt (TRL's ``RepeatSampler``), ``lengths`` valid tokens each; ``step`` of
-    ``total_steps`` for the methods' schedules (CoRT's warm-up)."""
+    rows per prompt (TRL's ``RepeatSampler``); ``mask``: [N, T] the tokens TRL trains (its
+    completion mask times its tool mask: a tool result is a hole), or N lengths (a prefix of
+    each row); ``step`` of ``total_steps`` for the methods' schedules (CoRT's warm-up)."""
     n = rewards.shape[0]
     if n % group_size:
         raise ValueError(f"{n} completions are not whole groups of {group_size}")
-    width = max(1, max(lengths))
-    mask = (torch.arange(width)[None, :] < torch.tensor(list(lengths))[:, None]).long()
+    if isinstance(mask, torch.Tensor):
+        mask = mask.long().cpu()
+    else:
+        width = max(1, max(mask))
+        mask = (torch.arange(width)[None, :] < torch.tensor(list(mask))[:, None]).long()
     return RolloutBatch(rewards=rewards.float().cpu(), reward_names=tuple(reward_names),
                         reward_bounds=tuple(tuple(b) for b in bounds),
                         group=torch.arange(n) // group_size, response_mask=mask,
@@ -72,6 +85,63 @@ def advantages(method: str, batch: RolloutBatch, options=None) -> tuple[torch.Te
     computation: ``methods.compute``)."""
     out = methods.compute(method, batch, options if options is not None else methods.options())
     return out.scores, out.metrics
+
+
+def trl_options_refused(args, method: str) -> str:
+    """One line naming the first of TRL's own advantage options (``GRPOConfig``) set to a
+    value the method's advantages would silently replace, with the way to the same end; ''
+    when none is."""
+    if args is None:
+        return ""
+    scale = {True: "group", False: "none"}.get(args.scale_rewards, args.scale_rewards)
+    if scale != "group":
+        return (f"GRPOConfig(scale_rewards={args.scale_rewards!r}) scales TRL's own advantages, "
+                f"which method {method!r} replaces with its own normalisation "
+                "(docs/methods.md); leave it at 'group', or train a method that scales as you "
+                "want (a plugin: docs/extending.md)")
+    if args.multi_objective_aggregation != "sum_then_normalize":
+        return (f"GRPOConfig(multi_objective_aggregation={args.multi_objective_aggregation!r}) "
+                f"is TRL's own aggregation of the rewards, which method {method!r} replaces; "
+                "leave it at its default and choose the aggregation by the method "
+                "(`python -m harness list` names them)")
+    weights = args.reward_weights
+    if weights is not None and any(float(w) != 1.0 for w in weights):
+        return (f"GRPOConfig(reward_weights={list(weights)}) weights TRL's own aggregation, which "
+                f"method {method!r} replaces; leave it unset, or train a method that weights "
+                "the rewards (`python -m harness list`; a plugin: docs/extending.md)")
+    return ""
+
+
+def unmatched_rewards(method, options, names: Sequence[str], examples,
+                      rewards: Optional[torch.Tensor] = None) -> str:
+    """One line when the method's passes build contexts from verifier information and a reward
+    function is named as no reward the examples carry it for (its replay would change nothing
+    and its credit would silently be uniform); '' otherwise. Without ``rewards`` (at
+    construction): when no name is any example's; with ``rewards`` ([n, K], NaN where absent;
+    row i scores ``examples[i]``): when a reward scored a row whose example has no verifier
+    information under its name."""
+    from methods.contexts import known_rewards
+
+    if not method.verifier_info_readers(options):
+        return ""
+    examples = list(examples)
+    known = [known_rewards(e) for e in examples]
+    if rewards is None:
+        every = frozenset().union(*known)
+        unknown = [n for n in names if n not in every]
+        if examples and len(unknown) < len(names):
+            return ""
+    else:
+        scored = ~torch.isnan(rewards.float())
+        unknown = [n for k, n in enumerate(names)
+                   if any(bool(scored[i, k]) and n not in known[i] for i in range(len(known)))]
+        if not unknown:
+            return ""
+        every = frozenset().union(*known)
+    return (f"reward functions {unknown} are named as no reward the examples carry verifier "
+            f"information for ({', '.join(sorted(every)) or 'none'}): the method's replay "
+            "would change nothing for them; name each reward function as its reward "
+            "(reward_functions(task, examples) does)")
 
 
 def _trainer_base():
@@ -99,16 +169,31 @@ def _make():
         Extra arguments: ``method`` (required: a registered name or a composition ``a+b``),
         ``method_options`` (``methods.options(...)``; default: every method's defaults),
         ``examples`` ({example_id: Example}: what passes replay; needed by methods with
-        passes), ``reward_bounds`` ([(lo, hi)] per reward function; default (0, 1)).
+        passes), ``reward_bounds`` ([(lo, hi)] per reward function; default (0, 1)),
+        ``conventions`` (the method's epsilons and default whitening; default TRL's, and a
+        method that gives each token its own advantage then whitens over tokens unless
+        ``method_options`` says otherwise).
         """
 
         def __init__(self, *args, method: str, method_options=None,
                      examples: Optional[Mapping[str, Any]] = None,
-                     reward_bounds: Optional[Sequence[tuple[float, float]]] = None, **kwargs):
+                     reward_bounds: Optional[Sequence[tuple[float, float]]] = None,
+                     conventions: str = "trl", **kwargs):
+            from dataclasses import replace
+
+            from methods.stats import whitening_problem
+
             self.method = methods.get(method)  # unknown names fail before the model loads
             self.method_name = method
-            self.method_options = method_options if method_options is not None \
-                else methods.options()
+            # TRL's epsilons and default whitening unless asked otherwise: inside TRL a user
+            # compares the method with TRL's own GRPO and GDPO
+            opts = method_options if method_options is not None else methods.options()
+            whiten = opts.whiten
+            if whiten is None and whitening_problem(self.method.parts.allocation, "sequence"):
+                # TRL's default whitening is per response; a method that gives each token
+                # its own advantage whitens over tokens (as under verl's conventions)
+                whiten = "token"
+            self.method_options = replace(opts, conventions=conventions, whiten=whiten)
             problems = self.method.problems(self.method_options)
             if problems:
                 raise ValueError(f"method {method!r}: " + "; ".join(problems))
@@ -125,6 +210,11 @@ def _make():
             self._bounds = reward_bounds
             self._scored: Optional[tuple] = None
             super().__init__(*args, **kwargs)
+            refused = trl_options_refused(self.args, method) or unmatched_rewards(
+                self.method, self.method_options, self.reward_func_names,
+                self.examples.values())
+            if refused:
+                raise ValueError(refused)
             if self.method.passes and self.accelerator.num_processes > 1:
                 raise ValueError(f"method {method!r} runs passes, which this integration runs "
                                  "in one process only (a group may span TRL's processes)")
@@ -143,35 +233,52 @@ def _make():
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
+            if not self.model.training:
+                return out  # an evaluation batch: TRL's advantages, for its loss alone
             rewards, rows, completions = self._scored
-            mask = out["completion_mask"]
-            if "tool_mask" in out:
-                mask = mask * out["tool_mask"]
-            local = mask.sum(dim=1).long()
-            lengths = self.accelerator.gather(local).tolist()
-            g = self.num_generations if self.model.training else self.num_generations_eval
+            seen = out["completion_mask"]  # what the model read: its tokens and tool results
+            trained = seen * out["tool_mask"] if "tool_mask" in out else seen
+            # every process's rows at one width (each pads its own: pad_to_multiple_of, its
+            # longest completion), in TRL's order
+            every = self.accelerator.gather(self.accelerator.pad_across_processes(
+                trained, dim=1)).cpu()
+            g = self.num_generations
             names = self.reward_func_names
+            if self.method.passes:  # one process (checked at construction): rows are all
+                refused = unmatched_rewards(self.method, self.method_options, names,
+                                            [self.examples[r["example_id"]] for r in rows],
+                                            rewards.cpu())
+                if refused:
+                    raise ValueError(refused)
             bounds = self._bounds or [(0.0, 1.0)] * len(names)
-            passes = self._passes(rows, completions, out["completion_ids"], mask, rewards, g)
-            batch = batch_of(rewards, lengths, g, names, bounds, passes,
+            passes = self._passes(rows, completions, out["completion_ids"], seen, rewards, g)
+            batch = batch_of(rewards, every, g, names, bounds, passes,
                              step=self.state.global_step, total_steps=self.state.max_steps)
             scores, metrics = advantages(self.method_name, batch, self.method_options)
-            start = self.accelerator.process_index * len(local)
-            mine = scores[start:start + len(local)]
-            t = mask.shape[1]
-            adv = torch.zeros(len(local), t, dtype=torch.float32)
+            n_local, t = trained.shape
+            start = self.accelerator.process_index * n_local
+            mine = scores[start:start + n_local]
+            adv = torch.zeros(n_local, t, dtype=torch.float32)
             w = min(t, mine.shape[1])
             adv[:, :w] = mine[:, :w]
-            out["advantages"] = adv.to(mask.device) * mask
-            mode = "train" if self.model.training else "eval"
+            out["advantages"] = adv.to(trained.device) * trained
+            # TRL's completions log: the method's advantage of each completion (its mean
+            # over the tokens trained), not TRL's own that was computed and replaced
+            per_row = (scores * every).sum(dim=1) / every.sum(dim=1).clamp(min=1)
+            logged = self._logs["advantages"]  # a deque TRL appended this batch's rows to
+            tail = per_row.tolist()[-len(logged):] if len(logged) else []
+            for i, value in enumerate(tail):
+                logged[len(logged) - len(tail) + i] = value
             for key, value in metrics.items():
                 if isinstance(value, (int, float)):
-                    self._metrics[mode][f"method/{key}"].append(float(value))
+                    self._metrics["train"][f"method/{key}"].append(float(value))
             return out
 
-        def _passes(self, rows, completions, completion_ids, mask, rewards, g) -> dict:
+        def _passes(self, rows, completions, completion_ids, seen, rewards, g) -> dict:
             """The method's passes on TRL's model (the policy that sampled, before its
-            update), as the harness's trainer runs them."""
+            update), as the harness's trainer runs them: each completion replayed as the
+            model read it (``seen``: tool results included); the method then spreads its
+            credit over the tokens ``trained`` alone (the batch's mask)."""
             if not self.method.passes:
                 return {}
             from harness.replay import PolicyContext
@@ -185,7 +292,7 @@ def _make():
             r = rewards.float().cpu()
             bounds = self._bounds or [(0.0, 1.0)] * r.shape[1]
             ctx = PolicyContext.of(model, self.processing_class, examples,
-                                   completion_ids.cpu(), mask.cpu().long(),
+                                   completion_ids.cpu(), seen.cpu().long(),
                                    self.reward_func_names, temperature=self.temperature,
                                    batch_size=self.args.per_device_train_batch_size,
                                    rewards=r, texts=texts, reward_bounds=bounds,
@@ -197,9 +304,10 @@ def _make():
             model.eval()
             try:
                 with torch.no_grad():
-                    return {p.name: p.run(ctx, self.method_options) for p in self.method.passes}
+                    out = {p.name: p.run(ctx, self.method_options) for p in self.method.passes}
             finally:
                 model.train(was)
+            return out
 
     return MethodGRPOTrainer
 
