@@ -228,3 +228,45 @@ def test_batch_of_keeps_holes_in_the_mask():
     assert b.response_mask.tolist() == mask.tolist()
     out = methods.compute("gdpo", b).scores
     assert (out[0, 1] == 0) and (out[0, 2] == out[0, 0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["mrtpo", "verpo"])
+def test_methods_with_passes_run_under_two_trl_processes(tmp_path, method):
+    """Two CPU processes (torchrun, gloo), each running the passes on its own whole groups:
+    the advantages each trained with are the method's on the batch of both processes' rows,
+    scores, trained tokens and pass outputs, in TRL's order (so a row, a width or a process
+    out of place fails here)."""
+    import os
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from tests.test_trl_integration import ROOT
+
+    pytest.importorskip("trl", reason="the trl extra: pip install -e '.[trl]'")
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_ENV}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                          "2", str(ROOT / "tests" / "scripts" / "trl_two_processes.py"),
+                          method, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    assert all(r["processes"] == 2 for r in ranks)
+    width = max(r["trained"].shape[1] for r in ranks)
+
+    def padded(x):
+        return torch.nn.functional.pad(x, (0, width - x.shape[-1]))
+
+    mask = torch.cat([padded(r["trained"]) for r in ranks])
+    passes = {k: torch.cat([padded(r["passes"][k]) for r in ranks]) for k in ranks[0]["passes"]}
+    rewards = torch.cat([r["rewards"] for r in ranks])
+    assert rewards.shape == (16, 2)
+    batch = adapter.batch_of(rewards, mask, 4, ["parity", "vowels"], [(0, 1), (0, 1)], passes,
+                             step=0, total_steps=1)
+    opts = replace(methods.options(), conventions="trl", whiten="token")
+    want = methods.compute(method, batch, opts).scores * mask
+    for r, got in enumerate(ranks):
+        mine = want[8 * r:8 * (r + 1), :got["advantages"].shape[1]]
+        assert torch.allclose(got["advantages"], mine, atol=1e-5), (r, got["advantages"], mine)
+    assert bool((want != 0).any()), "no advantage in either process: nothing was compared"

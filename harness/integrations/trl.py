@@ -24,7 +24,9 @@ model's tokens after it keep theirs) and its passes replay the completion as the
 tool results included. Evaluation batches (``eval_strategy``) keep TRL's own advantages: they
 train nothing, and a pass there would (TCRM's value model). TRL's completions log
 (``log_completions``) shows the method's advantage of each completion (its mean over the
-tokens trained).
+tokens trained). Under several processes (a multi-GPU run) each runs the method's passes on its
+own rows, whole groups (``per_device_train_batch_size`` a multiple of ``num_generations``), and
+their outputs are gathered in TRL's row order.
 """
 from __future__ import annotations
 
@@ -215,9 +217,13 @@ def _make():
                 self.examples.values())
             if refused:
                 raise ValueError(refused)
-            if self.method.passes and self.accelerator.num_processes > 1:
-                raise ValueError(f"method {method!r} runs passes, which this integration runs "
-                                 "in one process only (a group may span TRL's processes)")
+            g, local = self.num_generations, self.args.per_device_train_batch_size
+            if self.method.passes and self.accelerator.num_processes > 1 and local % g:
+                # each process runs the passes on its own rows, which must be whole groups
+                raise ValueError(f"method {method!r} runs passes over whole groups, and under "
+                                 f"{self.accelerator.num_processes} processes a group of "
+                                 f"num_generations={g} would span two of them: make "
+                                 f"per_device_train_batch_size ({local}) a multiple of {g}")
             # the policy before training, for passes that read it (a copy, never trained)
             self._initial = None
             if "initial" in self.method.models(self.method_options):
@@ -244,23 +250,25 @@ def _make():
                 trained, dim=1)).cpu()
             g = self.num_generations
             names = self.reward_func_names
-            if self.method.passes:  # one process (checked at construction): rows are all
+            bounds = self._bounds or [(0.0, 1.0)] * len(names)
+            n_local, t = trained.shape
+            start = self.accelerator.process_index * n_local
+            mine = rewards[start:start + n_local].float().cpu()  # this process's rows' scores
+            if self.method.passes:
                 refused = unmatched_rewards(self.method, self.method_options, names,
                                             [self.examples[r["example_id"]] for r in rows],
-                                            rewards.cpu())
+                                            mine)
                 if refused:
                     raise ValueError(refused)
-            bounds = self._bounds or [(0.0, 1.0)] * len(names)
-            passes = self._passes(rows, completions, out["completion_ids"], seen, rewards, g)
+            passes = self._gathered(self._passes(rows, completions, out["completion_ids"],
+                                                 seen, mine, g))
             batch = batch_of(rewards, every, g, names, bounds, passes,
                              step=self.state.global_step, total_steps=self.state.max_steps)
             scores, metrics = advantages(self.method_name, batch, self.method_options)
-            n_local, t = trained.shape
-            start = self.accelerator.process_index * n_local
-            mine = scores[start:start + n_local]
+            own = scores[start:start + n_local]
             adv = torch.zeros(n_local, t, dtype=torch.float32)
-            w = min(t, mine.shape[1])
-            adv[:, :w] = mine[:, :w]
+            w = min(t, own.shape[1])
+            adv[:, :w] = own[:, :w]
             out["advantages"] = adv.to(trained.device) * trained
             # TRL's completions log: the method's advantage of each completion (its mean
             # over the tokens trained), not TRL's own that was computed and replaced
@@ -274,11 +282,22 @@ def _make():
                     self._metrics["train"][f"method/{key}"].append(float(value))
             return out
 
+        def _gathered(self, passes: dict) -> dict:
+            """Every process's pass outputs ([n_local, C, T_local] each) as one batch's, in
+            TRL's row order, padded to one width."""
+            if self.accelerator.num_processes == 1:
+                return passes
+            device = self.accelerator.device
+            return {name: self.accelerator.gather(self.accelerator.pad_across_processes(
+                        value.to(device), dim=value.dim() - 1)).cpu()
+                    for name, value in passes.items()}
+
         def _passes(self, rows, completions, completion_ids, seen, rewards, g) -> dict:
             """The method's passes on TRL's model (the policy that sampled, before its
             update), as the harness's trainer runs them: each completion replayed as the
             model read it (``seen``: tool results included); the method then spreads its
-            credit over the tokens ``trained`` alone (the batch's mask)."""
+            credit over the tokens ``trained`` alone (the batch's mask). ``rows``,
+            ``rewards`` [n, K]: this process's (whole groups of ``g``)."""
             if not self.method.passes:
                 return {}
             from harness.replay import PolicyContext
