@@ -5,6 +5,7 @@ evaluation batches, and TRL's completions log. Where TRL's generation cannot pro
 on a tiny random model (a tool result), TRL's own step output is edited as TRL would make it and
 the adapter runs on it."""
 import math
+import pickle
 
 import pytest
 import torch
@@ -23,7 +24,8 @@ def _plain_process(monkeypatch):
         monkeypatch.delenv(key, raising=False)
 
 
-def _build(tmp_path, method="gdpo", method_options=None, peft=None, rename=None, **config):
+def _build(tmp_path, method="gdpo", method_options=None, peft=None, rename=None,
+           tokenizer=None, **config):
     pytest.importorskip("trl", reason="the trl extra: pip install -e '.[trl]'")
     from trl import GRPOConfig
 
@@ -47,7 +49,8 @@ def _build(tmp_path, method="gdpo", method_options=None, peft=None, rename=None,
         extra["peft_config"] = peft
     return adapter.MethodGRPOTrainer(
         model=load_model("tiny-random", seed=3), args=GRPOConfig(**settings),
-        train_dataset=adapter.dataset(examples), processing_class=load_tokenizer("tiny-random"),
+        train_dataset=adapter.dataset(examples),
+        processing_class=tokenizer or load_tokenizer("tiny-random"),
         reward_funcs=funcs, method=method, examples=by_id,
         reward_bounds=[(rw.lo, rw.hi) for rw in task.rewards], **extra)
 
@@ -270,3 +273,74 @@ def test_methods_with_passes_run_under_two_trl_processes(tmp_path, method):
         mine = want[8 * r:8 * (r + 1), :got["advantages"].shape[1]]
         assert torch.allclose(got["advantages"], mine, atol=1e-5), (r, got["advantages"], mine)
     assert bool((want != 0).any()), "no advantage in either process: nothing was compared"
+
+
+def test_the_replay_renders_prompts_as_trl_does(tmp_path):
+    """TRL renders each prompt with its chat_template_kwargs (and tools); the passes' contexts
+    are rendered the same way: the tokens the model read before its completion."""
+    from harness import replay
+    from harness.models import load_tokenizer
+
+    tok = load_tokenizer("tiny-random")
+    tok.chat_template = ("{{ flavour }}|{% if tools %}{{ tools | length }} tools|{% endif %}"
+                         "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
+                         "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+    trainer = _build(tmp_path, method="mrtpo", tokenizer=tok,
+                     chat_template_kwargs={"flavour": "ZQX"})
+    seen = {}
+    original = replay.PolicyContext.of.__func__
+
+    def spy(cls, *args, **kwargs):
+        seen["tokenizer"], seen["examples"] = args[1], args[2]
+        return original(cls, *args, **kwargs)
+    replay.PolicyContext.of = classmethod(spy)
+    try:
+        base, out, scored = _trl_step(trainer)
+        _adapter_on(trainer, base, out, scored)
+    finally:
+        replay.PolicyContext.of = classmethod(original)
+    rendered = replay._render(seen["tokenizer"], [list(seen["examples"][0].messages)])[0]
+    prompt = out["prompt_ids"][0][out["prompt_mask"][0].bool()].tolist()
+    assert prompt == rendered
+    assert tok.decode(rendered).startswith("ZQX|")
+    # TRL's tools reach the template as TRL passes them; a call's own arguments win
+    with_tools = adapter.RenderedAsTRL(tok, tools=[{"name": "lookup"}], flavour="Q")
+    text = with_tools.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+    assert text.startswith("Q|1 tools|user: hi")
+    assert with_tools.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                          flavour="R").startswith("R|")
+
+
+def test_tcrm_s_value_model_is_saved_and_restored_with_trl_s_checkpoints(tmp_path):
+    trainer = _build(tmp_path / "a", method="tcrm", save_strategy="steps", save_steps=1)
+    trainer.train()
+    folder = tmp_path / "a" / "checkpoint-1"
+    saved = torch.load(folder / adapter.STATE_FILE.format(0), weights_only=False)
+    assert saved, "the checkpoint holds no pass state"
+    resumed = _build(tmp_path / "b", method="tcrm")
+    loaded = {}
+    load = resumed._load_optimizer_and_scheduler
+
+    def spy(checkpoint):  # the pass state as TRL's resume left it, before any further step
+        load(checkpoint)
+        loaded.update(pickle.loads(pickle.dumps(resumed.__dict__.get("_pass_state", {}))))
+    resumed._load_optimizer_and_scheduler = spy
+    resumed.train(resume_from_checkpoint=str(folder))
+    state = loaded
+    assert state and set(state) == set(saved)
+    for key in saved:  # the value model's trained parameters and its optimizer's state
+        want, got = saved[key]._restored, state[key]._restored
+        assert want["params"] and set(want["params"]) == set(got["params"])
+        assert all(torch.equal(want["params"][k], got["params"][k]) for k in want["params"])
+        assert want["optimizer"]["state"], "the optimizer stepped: it has state to restore"
+        assert str(want["optimizer"]) == str(got["optimizer"])
+        assert state[key].updates == saved[key].updates > 0
+
+
+def test_zero3_is_refused_for_methods_that_read_the_initial_policy():
+    from harness.integrations.trl_checks import initial_copy_refused
+
+    opts = methods.options()
+    assert "ZeRO-3" in initial_copy_refused("tcrm", methods.get("tcrm"), opts, zero_stage=3)
+    assert initial_copy_refused("tcrm", methods.get("tcrm"), opts, zero_stage=2) == ""
+    assert initial_copy_refused("mrtpo", methods.get("mrtpo"), opts, zero_stage=3) == ""

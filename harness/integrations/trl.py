@@ -24,7 +24,9 @@ model's tokens after it keep theirs) and its passes replay the completion as the
 tool results included. Evaluation batches (``eval_strategy``) keep TRL's own advantages: they
 train nothing, and a pass there would (TCRM's value model). TRL's completions log
 (``log_completions``) shows the method's advantage of each completion (its mean over the
-tokens trained). Under several processes (a multi-GPU run) each runs the method's passes on its
+tokens trained). The passes render prompts as TRL does (``tools``, ``chat_template_kwargs``),
+and their state (TCRM's value model) is saved with TRL's checkpoints and restored on resume.
+Under several processes (a multi-GPU run) each runs the method's passes on its
 own rows, whole groups (``per_device_train_batch_size`` a multiple of ``num_generations``), and
 their outputs are gathered in TRL's row order.
 """
@@ -35,6 +37,8 @@ from typing import Any, Mapping, Optional, Sequence
 import torch
 
 import methods
+from harness.integrations.trl_checks import (initial_copy_refused, trl_options_refused,
+                                             unmatched_rewards)
 from methods import RolloutBatch
 
 
@@ -89,61 +93,25 @@ def advantages(method: str, batch: RolloutBatch, options=None) -> tuple[torch.Te
     return out.scores, out.metrics
 
 
-def trl_options_refused(args, method: str) -> str:
-    """One line naming the first of TRL's own advantage options (``GRPOConfig``) set to a
-    value the method's advantages would silently replace, with the way to the same end; ''
-    when none is."""
-    if args is None:
-        return ""
-    scale = {True: "group", False: "none"}.get(args.scale_rewards, args.scale_rewards)
-    if scale != "group":
-        return (f"GRPOConfig(scale_rewards={args.scale_rewards!r}) scales TRL's own advantages, "
-                f"which method {method!r} replaces with its own normalisation "
-                "(docs/methods.md); leave it at 'group', or train a method that scales as you "
-                "want (a plugin: docs/extending.md)")
-    if args.multi_objective_aggregation != "sum_then_normalize":
-        return (f"GRPOConfig(multi_objective_aggregation={args.multi_objective_aggregation!r}) "
-                f"is TRL's own aggregation of the rewards, which method {method!r} replaces; "
-                "leave it at its default and choose the aggregation by the method "
-                "(`python -m harness list` names them)")
-    weights = args.reward_weights
-    if weights is not None and any(float(w) != 1.0 for w in weights):
-        return (f"GRPOConfig(reward_weights={list(weights)}) weights TRL's own aggregation, which "
-                f"method {method!r} replaces; leave it unset, or train a method that weights "
-                "the rewards (`python -m harness list`; a plugin: docs/extending.md)")
-    return ""
+class RenderedAsTRL:
+    """The tokenizer as TRL renders its prompts: ``apply_chat_template`` with TRL's ``tools``
+    and ``chat_template_kwargs`` (a call's own arguments win), everything else the tokenizer's
+    own. The passes replay each completion after the context the model read."""
+
+    def __init__(self, tokenizer, **template):
+        self._tokenizer, self._template = tokenizer, template
+
+    def apply_chat_template(self, conversation, **kwargs):
+        return self._tokenizer.apply_chat_template(conversation, **{**self._template, **kwargs})
+
+    def __call__(self, *args, **kwargs):
+        return self._tokenizer(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
 
 
-def unmatched_rewards(method, options, names: Sequence[str], examples,
-                      rewards: Optional[torch.Tensor] = None) -> str:
-    """One line when the method's passes build contexts from verifier information and a reward
-    function is named as no reward the examples carry it for (its replay would change nothing
-    and its credit would silently be uniform); '' otherwise. Without ``rewards`` (at
-    construction): when no name is any example's; with ``rewards`` ([n, K], NaN where absent;
-    row i scores ``examples[i]``): when a reward scored a row whose example has no verifier
-    information under its name."""
-    from methods.contexts import known_rewards
-
-    if not method.verifier_info_readers(options):
-        return ""
-    examples = list(examples)
-    known = [known_rewards(e) for e in examples]
-    if rewards is None:
-        every = frozenset().union(*known)
-        unknown = [n for n in names if n not in every]
-        if examples and len(unknown) < len(names):
-            return ""
-    else:
-        scored = ~torch.isnan(rewards.float())
-        unknown = [n for k, n in enumerate(names)
-                   if any(bool(scored[i, k]) and n not in known[i] for i in range(len(known)))]
-        if not unknown:
-            return ""
-        every = frozenset().union(*known)
-    return (f"reward functions {unknown} are named as no reward the examples carry verifier "
-            f"information for ({', '.join(sorted(every)) or 'none'}): the method's replay "
-            "would change nothing for them; name each reward function as its reward "
-            "(reward_functions(task, examples) does)")
+STATE_FILE = "method-pass-state-rank{}.pt"  # in each of TRL's checkpoint folders
 
 
 def _trainer_base():
@@ -226,10 +194,42 @@ def _make():
                                  f"per_device_train_batch_size ({local}) a multiple of {g}")
             # the policy before training, for passes that read it (a copy, never trained)
             self._initial = None
+            plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
+            refused = initial_copy_refused(method, self.method, self.method_options,
+                                           getattr(plugin, "zero_stage", 0) or 0)
+            if refused:
+                raise ValueError(refused)
             if "initial" in self.method.models(self.method_options):
                 import copy
 
                 self._initial = copy.deepcopy(self.accelerator.unwrap_model(self.model)).eval()
+
+        def _save_checkpoint(self, model, trial):
+            """TRL's checkpoint, and beside it this process's pass state (TCRM's value model,
+            its optimizer and buffer), which the next step reads."""
+            super()._save_checkpoint(model, trial)
+            state = self.__dict__.get("_pass_state")
+            if state:
+                import os
+
+                from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+                folder = os.path.join(self._get_output_dir(trial=trial),
+                                      f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+                os.makedirs(folder, exist_ok=True)
+                torch.save(state, os.path.join(folder, STATE_FILE.format(
+                    self.accelerator.process_index)))
+
+        def _load_optimizer_and_scheduler(self, checkpoint):
+            """TRL's resume, and this process's pass state where the checkpoint has it."""
+            super()._load_optimizer_and_scheduler(checkpoint)
+            if checkpoint is None:
+                return
+            import os
+
+            path = os.path.join(checkpoint, STATE_FILE.format(self.accelerator.process_index))
+            if os.path.isfile(path):
+                self.__dict__["_pass_state"] = torch.load(path, weights_only=False)
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             rewards = super()._calculate_rewards(inputs, prompts, completions,
@@ -310,7 +310,9 @@ def _make():
             group = torch.arange(n) // g
             r = rewards.float().cpu()
             bounds = self._bounds or [(0.0, 1.0)] * r.shape[1]
-            ctx = PolicyContext.of(model, self.processing_class, examples,
+            tokenizer = RenderedAsTRL(self.processing_class, tools=self.tools or None,
+                                      **self.chat_template_kwargs)
+            ctx = PolicyContext.of(model, tokenizer, examples,
                                    completion_ids.cpu(), seen.cpu().long(),
                                    self.reward_func_names, temperature=self.temperature,
                                    batch_size=self.args.per_device_train_batch_size,
