@@ -94,6 +94,16 @@ class Registry(Generic[T]):
         self.version += 1
         return entry
 
+    def snapshot(self) -> dict[str, T]:
+        """Its entries now, for :meth:`restore` (a plugin that failed to load is undone)."""
+        return dict(self._entries)
+
+    def restore(self, entries: dict[str, T]) -> None:
+        """Back to a :meth:`snapshot`; what is derived from it is derived again."""
+        if entries != self._entries:
+            self._entries = dict(entries)
+            self.version += 1
+
     def _read(self, what: str) -> None:
         if _SEALED and self.of_settings:
             raise ReadAfterResolution(f"{self.kind} registry read ({what}) after {_SEALED[-1]}")

@@ -48,10 +48,13 @@ def run(method: str, task: str, seeds: int | Sequence[int] = 1, preset: str = "s
     unless ``force``."""
     from harness.launch import pending_seeds, run_seeds
 
-    chosen = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) \
-        else list(seeds)
-    if not chosen or min(chosen) < 0 or len(set(chosen)) != len(chosen):
-        raise ValueError(f"seeds {seeds!r}: give a count >= 1 or distinct seeds >= 0")
+    counted = isinstance(seeds, int) and not isinstance(seeds, bool)
+    chosen = list(range(seeds)) if counted else \
+        [] if isinstance(seeds, (str, bytes)) else list(seeds)
+    if not chosen or not all(isinstance(s, int) and not isinstance(s, bool) for s in chosen) \
+            or min(chosen) < 0 or len(set(chosen)) != len(chosen):
+        raise ValueError(f"seeds {seeds!r}: give a count >= 1 (seeds=3: seeds 0, 1, 2) or "
+                         "distinct integer seeds >= 0 (seeds=[0, 2])")
     checked = resolve(method, task, chosen, preset, force, **fields)
     run_seeds(checked, pending_seeds(checked), force=force)
     return [with_files(seed_run) for seed_run in checked.seed_runs()]

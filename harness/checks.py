@@ -10,6 +10,8 @@ start lists all there is to fix.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 from harness.config import RunConfig
@@ -56,6 +58,9 @@ def type_problems(config: RunConfig) -> list[str]:
             want = kind.replace("Optional[", "").rstrip("]")
             out.append(f"{name} is {value!r} (a {type(value).__name__}); give a {want} "
                        f"(--{name.replace('_', '-')})")
+        elif isinstance(value, float) and not math.isfinite(value):
+            # every comparison with NaN is False: no range check below would catch it
+            out.append(f"{name} is {value}; give a finite number (--{name.replace('_', '-')})")
     return out
 
 
@@ -126,6 +131,8 @@ def settings_problems(run, world: int | None = None, on_worker: bool = False) ->
         out.append("max_prompt_tokens, max_response_tokens, eval_max_response_tokens and "
                    "eval_batch_size must be 1 or more")
     out += method.problems(run.options)  # the method's own options check themselves
+    if run.task is not None:  # and against the task's rewards (a value model's heads)
+        out += method.reward_problems(run.options, [rw.name for rw in run.task.rewards])
     out += run.family_options.problems() if run.family_options is not None else []
     here = on_worker or not t.ray_address
     out += model_problems(run, here) + device_problems(run, here)
@@ -184,10 +191,7 @@ def model_problems(run, here: bool = True) -> list[str]:
         return []
     folder = Path(m.model).expanduser()
     if folder.is_dir():
-        if not (folder / "config.json").is_file():
-            return [f"model folder {folder} holds no config.json: not an HF model folder; "
-                    "give the folder a model was saved to (save_pretrained)"]
-        return []
+        return model_folder_problems(folder)
     if m.allow_download:
         return []
     looked = f" ({Path(m.model_dir).expanduser() / m.model} does not exist)" if m.model_dir else ""
@@ -257,3 +261,50 @@ def task_problems(task, data_dir: str | None) -> list[str]:
         return []
     return [f"task {task.name!r}: {p}"
             for p in task.preflight(Path(data_dir) if data_dir else None)]
+
+
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # each alone, or sharded with an index
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def model_folder_problems(folder) -> list[str]:
+    """What an HF model folder lacks that loading it would fail on after Ray starts: a readable
+    ``config.json``, the weights (every shard its index names), a tokenizer."""
+    import json
+
+    config = folder / "config.json"
+    if not config.is_file():
+        return [f"model folder {folder} holds no config.json: not an HF model folder; "
+                "give the folder a model was saved to (save_pretrained)"]
+    try:
+        json.loads(config.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) \
+            else str(exc)
+        return [f"{config}: not valid JSON ({where}); save the model again (save_pretrained)"]
+    out = []
+    for name in WEIGHTS:
+        index = folder / f"{name}.index.json"
+        if index.is_file():
+            try:
+                shards = set(json.loads(index.read_text())["weight_map"].values())
+            except (ValueError, KeyError, AttributeError) as exc:
+                out.append(f"{index}: not a weight index ({exc}); save the model again")
+                break
+            missing = sorted(s for s in shards if not (folder / s).is_file())
+            if missing:
+                out.append(f"model folder {folder}: {len(missing)} of the {len(shards)} weight "
+                           f"files its index names are missing ({', '.join(missing[:3])}"
+                           f"{', ...' if len(missing) > 3 else ''}); copy them there")
+            break
+        if (folder / name).is_file():
+            break
+    else:
+        out.append(f"model folder {folder} holds no weights (model.safetensors, "
+                   "pytorch_model.bin or their sharded index): save the model there "
+                   "(save_pretrained)")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        out.append(f"model folder {folder} holds no tokenizer (tokenizer.json, tokenizer.model "
+                   "or vocab.json): save it beside the model (tokenizer.save_pretrained)")
+    return out
+

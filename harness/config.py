@@ -253,7 +253,8 @@ def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
                   if cls is MethodConfig else [*own_fields(), *merged_fields(family_classes())]
                   if cls is TaskConfig else fields(cls)):
             if f.name in out:
-                raise RuntimeError(f"config field {f.name!r} appears in two sections")
+                raise RuntimeError(f"config field {f.name!r} appears in two sections "
+                                   f"({out[f.name][0]} and {section})")
             out[f.name] = (section, f)
     for f in fields(RunConfig):
         if f.name not in SECTION_TYPES:

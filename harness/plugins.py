@@ -77,6 +77,17 @@ def _import(entry: str) -> None:
         raise PluginError(f"plugin {_where(exc, path)}: {type(exc).__name__}: {exc}") from None
 
 
+def _registries() -> list:
+    """Every registry of settings a plugin may add to."""
+    from harness.presets import PRESETS
+    from methods.compose import ALLOCATIONS, FILTERS, NORMALISERS, WEIGHTINGS
+    from methods.registry import METHODS
+    from tasks.registry import FAMILY_OPTIONS, TASKS, TRAIN_SETS
+
+    return [METHODS, NORMALISERS, WEIGHTINGS, FILTERS, ALLOCATIONS, TASKS, TRAIN_SETS,
+            FAMILY_OPTIONS, PRESETS]
+
+
 def load_plugins(entries: Iterable[str]) -> None:
     """Import each file or module once (a failure is one ``PluginError`` line naming the
     plugin's file and line). What they register is read from the registries from then on (a
@@ -90,7 +101,26 @@ def load_plugins(entries: Iterable[str]) -> None:
             continue
         if not _BUILTIN:
             _BUILTIN.update(_builtin_names())
-        _import(entry)
+        before = {id(r): (r, r.snapshot()) for r in _registries()}
+        modules = set(sys.modules)
+        try:
+            _import(entry)
+            from harness.config import all_fields
+
+            try:  # its options must not reuse the name of another option or setting
+                all_fields()
+            except RuntimeError as exc:
+                raise PluginError(f"plugin {entry}: an option it registers has the name of "
+                                  f"another: {exc}; rename the plugin's option (e.g. with its "
+                                  "method's name as a prefix)") from None
+        except PluginError:
+            # undone: what it registered is gone, and loading it again fails the same way
+            for registry, entries in before.values():
+                registry.restore(entries)
+            for name in set(sys.modules) - modules:
+                if name.startswith("harness_plugin_"):
+                    del sys.modules[name]
+            raise
         _loaded.add(entry)
 
 

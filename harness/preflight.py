@@ -35,6 +35,8 @@ def folder_problem(path: str | Path, flag: str) -> str | None:
     virtual file system (/proc)."""
     import tempfile
 
+    if str(path).strip() == "":
+        return f"{flag} is empty; give a folder"
     p = Path(path).expanduser().absolute()
     probe = p
     while not probe.exists():

@@ -147,7 +147,25 @@ def resolve(preset: str = "smoke", overrides: dict[str, Any] | None = None,
                **foreign_family_options(task, names.values())}
     config = absolute(cfg.resolve(preset, {k: v for k, v in overrides.items()
                                            if names[k] not in foreign}))
-    return of_config(config, seeds, force, purpose, foreign=tuple(foreign.values()), **flags)
+    found = tuple(foreign.values()) + tuple(p for p in [reference_results_problem(
+        overrides.get("results_dir"))] if p)
+    return of_config(config, seeds, force, purpose, foreign=found, **flags)
+
+
+def reference_results_problem(results_dir) -> str | None:
+    """A run (``run``, the API) told to store into the results committed with the project,
+    which ``reproduce`` alone remakes, all at once on one code version; None otherwise."""
+    from harness.assets import PROJECT_ROOT
+
+    if results_dir is None or str(results_dir) == "":
+        return None if results_dir is None else (
+            "--results-dir is empty; give a folder (the default is runs/)")
+    reference = PROJECT_ROOT / "results"
+    if Path(results_dir).expanduser().absolute().resolve() == reference.resolve():
+        return (f"--results-dir {results_dir}: that folder holds the reference results "
+                "committed with the project, which ./reproduce.sh remakes; store this run "
+                "elsewhere (the default is runs/)")
+    return None
 
 
 def of_config(config: cfg.RunConfig, seeds: Sequence[int] = (0,), force: bool = False,

@@ -100,6 +100,11 @@ def foreign_family_options(task: str, names) -> dict[str, str]:
     if task not in TASKS:
         return {}
     own, family = {f.name for f in fields(family_class(task))}, TASKS.get(task).family
-    return {n: f"--{n.replace('_', '-')} is an option of the {fam} tasks, not of {task!r} "
-               f"({family}); drop it"
-            for n in names if n not in own and (fam := family_owners().get(n))}
+    out = {n: f"--{n.replace('_', '-')} is an option of the {fam} tasks, not of {task!r} "
+              f"({family}); drop it"
+           for n in names if n not in own and (fam := family_owners().get(n))}
+    ignored = TASKS.get(task).ignores
+    out.update({n: f"--{n.replace('_', '-')} is read by no part of task {task!r} (it would only "
+                   "rename the run's folder); drop it"
+                for n in names if n in ignored})
+    return out

@@ -17,19 +17,21 @@ WHAT = "what to run"
 # --help's groups, in order; a field goes to the first group naming it, else its section's
 GROUPS = (
     (WHAT, ("method", "task", "model", "plugins")),
-    ("method options (one the run's method does not read is refused)", ("@method",)),
+    ("training", ("steps", "lr", "weight_decay", "grad_clip", "clip_eps_low", "clip_eps_high",
+                  "loss_agg", "kl_coef", "kl_type", "ppo_epochs", "ppo_mini_batches",
+                  "update_dtype")),
     ("task and data", ("train_data", "data_dir", "@task")),
     ("evaluation", ("eval_limit", "eval_seed", "eval_every", "eval_max_response_tokens",
                     "eval_batch_size")),
     ("rollouts and engine", ("@rollout",)),
-    ("training", ("steps", "lr", "weight_decay", "grad_clip", "clip_eps_low", "clip_eps_high",
-                  "loss_agg", "kl_coef", "kl_type", "ppo_epochs", "ppo_mini_batches")),
     ("scale and placement", ("workers", "use_gpu", "gpus_per_worker", "cpus_per_worker",
                              "placement_strategy", "ray_address", "zero_stage",
                              "micro_batch_size", "gradient_checkpointing", "pack_prompts",
                              "dtype")),
     ("model", ("@model",)),
     ("warm start (supervised, before RL)", ("@warmstart",)),
+    # after the common settings: every registered method's options (the run's own apply)
+    ("method options (one the run's method does not read is refused)", ("@method",)),
     ("tracking", ("report_to", "mlflow_tracking_uri")),
     ("output, checkpoints and resuming", ("results_dir", "checkpoint_dir", "save_every",
                                           "keep_checkpoints", "max_failures")),
@@ -78,6 +80,8 @@ FOREIGN_FLAGS: dict[str, tuple[str, str]] = {
     "--save-total-limit": ("--keep-checkpoints", "checkpoints kept per seed"),
     "--resume-from-checkpoint": ("--save-every", "rerunning the same command resumes from its "
                                  "latest checkpoint"),
+    "--resume": ("--save-every", "a run resumes by itself: rerunning the same command continues "
+                 "from its latest checkpoint (saved every --save-every N steps)"),
     "--eval-steps": ("--eval-every", "also evaluate every N steps; 0 = only after training"),
     "--eval-strategy": ("--eval-every", "every run evaluates after training; --eval-every N "
                         "also every N steps"),

@@ -234,11 +234,21 @@ class Method:
             out |= item.models(options)
         return out
 
+    def reward_problems(self, options, rewards: Sequence[str]) -> list[str]:
+        """What is wrong with ``options`` for a task of these rewards: each option class's
+        ``problems_with_rewards(rewards)`` where it has one (a saved model of other rewards)."""
+        out: list[str] = []
+        for cls in self.options:
+            check = getattr(values_of(options, cls), "problems_with_rewards", None)
+            if check is not None:
+                out += _checked(self.name, cls, lambda: check(tuple(rewards)))
+        return out
+
     def problems(self, options) -> list[str]:
         """What is wrong with ``options`` (any object with the option fields) for this
         method, each with its fix."""
         out = [p for cls in (CommonOptions,) + self.options
-               for p in values_of(options, cls).problems()]
+               for p in _checked(self.name, cls, values_of(options, cls).problems)]
         common = values_of(options, CommonOptions)
         if self.pg_term and common.whiten in (None, "token", "sequence", "none") \
                 and common.conventions in CONVENTIONS:
@@ -248,6 +258,17 @@ class Method:
                 out.append(problem)
         return out
 
+
+
+def _checked(method: str, cls: type, check: Callable[[], list]) -> list[str]:
+    """An options class's own check; one that raises (a plugin's bug) is one problem naming
+    the class and the error, not a traceback."""
+    try:
+        return list(check())
+    except Exception as exc:  # noqa: BLE001 - any error of the check is the problem
+        where = getattr(cls, "__module__", "?")
+        return [f"the options check of method {method!r} ({cls.__name__} in {where}) raised "
+                f"{type(exc).__name__}: {exc}; fix its problems()"]
 
 
 __all__ = ["AdvantageOutput", "CommonOptions", "LossTerm", "Method", "Parts", "Pass",

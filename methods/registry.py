@@ -39,7 +39,12 @@ def compose(name: str) -> Method:
     """``get`` without binding the parts."""
     if "+" not in name:
         return METHODS.get(name)
-    components = [METHODS.get(part) for part in name.split("+")]
+    names = name.split("+")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"method {name!r} names {', '.join(map(repr, twice))} more than once; "
+                         f"give each part once (--method {'+'.join(dict.fromkeys(names))})")
+    components = [METHODS.get(part) for part in names]
     parts = components[0].parts
     for prev, comp in zip(components, components[1:]):
         parts = parts.merge(comp.parts, (prev.name, comp.name))

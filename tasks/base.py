@@ -143,6 +143,9 @@ class Task:
     # wrong through it (the worst value at its record's weight); without it, ``score`` refuses
     # a benchmark score with items missing rather than judge an empty response
     item_scores: Optional[Callable[[Sequence[Mapping]], dict]] = None
+    # options of its family this task never reads (the judge of a task scored without one):
+    # given, they would do nothing but rename the run's folder, so they are refused
+    ignores: tuple[str, ...] = ()
 
     def higher_is_better(self, metric: str) -> bool:
         return metric not in self.lower_is_better

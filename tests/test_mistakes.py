@@ -12,6 +12,7 @@ from harness.preflight import PreflightError
 from lab import cli
 
 NOWHERE = "/nonexistent-harness-folder"
+REFERENCE = Path(__file__).resolve().parent.parent / "results"  # the committed results
 PLUGINS = Path(__file__).parent / "plugins"
 
 
@@ -24,13 +25,39 @@ def _setup(tmp: Path) -> dict[str, str]:
     (tmp / "builtin.py").write_text("import methods\nimport methods.gdpo\n"
                                     "methods.METHODS.add('gdpo', methods.METHODS.get('gdpo'))\n")
     (tmp / "broken_import.py").write_text("import zz_not_installed_anywhere\n")
+    for name, files in (("no-weights", {"config.json": "{}", "tokenizer.json": "{}"}),
+                        ("no-tokenizer", {"config.json": "{}", "model.safetensors": ""}),
+                        ("truncated-config", {"config.json": '{"a": 1,'}),
+                        ("sql-value-model", {"config.json": json.dumps(
+                            {"tcrm_rewards": ["format", "executable", "execution"]}),
+                            "model.safetensors": "", "tokenizer.json": "{}"})):
+        (tmp / name).mkdir()
+        for file, text in files.items():
+            (tmp / name / file).write_text(text)
+    (tmp / "lr_option.py").write_text(
+        "from dataclasses import dataclass, replace\nimport methods\n"
+        "from methods.base import option\n\n\n@dataclass(frozen=True)\nclass LrOptions:\n"
+        "    lr: float = option(0.1, 'a learning rate of its own')\n\n"
+        "    def problems(self):\n        return []\n\n\n"
+        "gdpo = methods.METHODS.get('gdpo')\nmethods.METHODS.add('lr-credit', replace(\n"
+        "    gdpo, name='lr-credit', options=gdpo.options + (LrOptions,)))\n")
+    (tmp / "raising_check.py").write_text(
+        "from dataclasses import dataclass, replace\nimport methods\n"
+        "from methods.base import option\n\n\n@dataclass(frozen=True)\n"
+        "class RaisingOptions:\n    raising_x: float = option(0.1, 'x')\n\n"
+        "    def problems(self):\n        raise RuntimeError('a bug in the check')\n\n\n"
+        "gdpo = methods.METHODS.get('gdpo')\nmethods.METHODS.add('raising-credit', replace(\n"
+        "    gdpo, name='raising-credit', options=gdpo.options + (RaisingOptions,)))\n")
     other = tmp / "ckpt" / "bfcl" / "gdpo" / "smollm2-135m-instruct" / "smoke" / "seed0"
     other.mkdir(parents=True)  # checkpoints another setting wrote
     (other / "settings.json").write_text('{"config_hash": "0000", "workers": 1}')
     return {"CKPT": str(tmp / "ckpt"), "FILE": str(tmp / "a-file"), "SPIDER": str(tmp / "spider-only"),
             "EMPTY": str(tmp / "empty-model"), "SYNTAX": str(tmp / "syntax.py"),
             "BUILTIN": str(tmp / "builtin.py"), "BROKEN": str(tmp / "broken_import.py"),
-            "PROC": "/proc/harness-x/runs"}
+            "PROC": "/proc/harness-x/runs", "NOWEIGHTS": str(tmp / "no-weights"),
+            "NOTOKENIZER": str(tmp / "no-tokenizer"), "BADCONFIG": str(tmp / "truncated-config"),
+            "SQLVALUE": str(tmp / "sql-value-model"), "LRPLUGIN": str(tmp / "lr_option.py"),
+            "RAISING": str(tmp / "raising_check.py"), "REFERENCE": str(REFERENCE)}
 
 
 # (what, extra flags after --method M --task T, method, task, expected text of a problem)
@@ -93,6 +120,32 @@ MISTAKES = [
      "holds checkpoints of other settings"),
     ("plugin file that does not exist", ["--plugin", NOWHERE + ".py"], "gdpo", "bfcl",
      "the file does not exist"),
+    ("infinite learning rate", ["--lr", "inf"], "gdpo", "bfcl", "lr is inf; give a finite"),
+    ("NaN KL coefficient", ["--kl-coef", "nan"], "gdpo", "bfcl", "kl_coef is nan"),
+    ("NaN clip epsilon", ["--clip-eps-low", "nan"], "gdpo", "bfcl", "clip_eps_low is nan"),
+    ("infinite temperature", ["--temperature", "inf"], "gdpo", "bfcl", "temperature is inf"),
+    ("model folder without weights", ["--model", "NOWEIGHTS"], "gdpo", "bfcl",
+     "holds no weights"),
+    ("model folder without a tokenizer", ["--model", "NOTOKENIZER"], "gdpo", "bfcl",
+     "holds no tokenizer"),
+    ("truncated config.json", ["--model", "BADCONFIG"], "gdpo", "bfcl",
+     "config.json: not valid JSON (line 1"),
+    ("a value model of other rewards", ["--tcrm-model", "SQLVALUE"], "tcrm", "bfcl",
+     "a TCRM model of the rewards ['format', 'executable', 'execution']"),
+    ("a value model saved where nothing can be written", ["--tcrm-save", "/proc/harness-x/v"],
+     "tcrm", "bfcl", "--tcrm-save /proc/harness-x/v: cannot be written"),
+    ("a judge for a task that calls none", ["--judge", "http://localhost:1/v1"], "gdpo",
+     "ifeval", "--judge is read by no part of task 'ifeval'"),
+    ("a method composed with itself", [], "mrtpo+mrtpo", "bfcl",
+     "names 'mrtpo' more than once"),
+    ("results into the committed reference results", ["--results-dir", "REFERENCE"], "gdpo",
+     "bfcl", "holds the reference results committed with the project"),
+    ("an empty results folder", ["--results-dir", ""], "gdpo", "bfcl",
+     "--results-dir is empty"),
+    ("a plugin option named as a setting", ["--plugin", "LRPLUGIN"], "lr-credit", "bfcl",
+     "config field 'lr' appears in two sections (training and method)"),
+    ("a plugin whose check raises", ["--plugin", "RAISING"], "raising-credit", "bfcl",
+     "raised RuntimeError: a bug in the check"),
 ]
 
 
@@ -271,3 +324,56 @@ def test_a_run_says_before_and_after_when_nothing_may_train(guarded, capsys, tmp
     rows[1]["update_rows"] = 8.0
     seed_run.train_log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert signal_note(run.config, [seed_run]) == ""
+
+
+# (what, reproduce's flags after its table name, expected text)
+REPRODUCE_MISTAKES = [
+    ("results under /proc", ["--results-dir", "/proc/harness-x/runs"], "cannot be written"),
+    ("renders under /proc", ["--output-dir", "/proc/harness-x/out"], "cannot be written"),
+    ("an empty results folder", ["--results-dir", ""], "--results-dir is empty"),
+    ("no seeds", ["--seeds", "-1"], "give 1 or more seeds"),
+    ("a paper preset this machine cannot run", ["--preset", "paper"],
+     "the paper setting needs, before anything starts"),
+]
+
+
+@pytest.mark.parametrize("what,flags,expected", REPRODUCE_MISTAKES,
+                         ids=[m[0] for m in REPRODUCE_MISTAKES])
+def test_reproduce_refuses_a_mistake_alike_in_its_dry_run_and_its_run(guarded, capsys, what,
+                                                                      flags, expected):
+    base = ["reproduce", "table3", "--results-dir", str(guarded / "out" / "runs"),
+            "--output-dir", str(guarded / "out")]
+    for flag in flags:  # a flag given replaces the base's
+        if flag.startswith("--") and flag in base:
+            j = base.index(flag)
+            base = base[:j] + base[j + 2:]
+    before = sorted(p.relative_to(guarded) for p in guarded.rglob("*"))
+    said = []
+    for extra in (["--dry-run"], []):
+        try:
+            rc = cli.main([*base, *flags, *extra])
+        except SystemExit as exc:  # argparse's refusal of a value
+            rc = exc.code
+        got = capsys.readouterr()
+        said.append(got.out + got.err)
+        assert rc == 2, (extra, got.out[-1500:], got.err[-1500:])
+        assert expected in got.out + got.err, (extra, got.out[-1500:], got.err[-1500:])
+        assert "Traceback" not in got.err
+    assert sorted(p.relative_to(guarded) for p in guarded.rglob("*")) == before
+
+
+def test_reproduce_refuses_a_dry_run_that_renders(guarded, capsys):
+    rc = cli.main(["reproduce", "table3", "--dry-run", "--render-only",
+                   "--results-dir", str(guarded / "r"), "--output-dir", str(guarded / "o")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--dry-run and --render-only: choose one" in err and "Traceback" not in err
+    assert not (guarded / "o").exists()
+
+
+def test_the_api_names_seeds_given_as_text(guarded):
+    for seeds in ("0,2", [0, "1"], 0, [1, 1]):
+        with pytest.raises(ValueError, match=r"give a count >= 1 .* or distinct integer seeds"):
+            api.run(method="gdpo", task="bfcl", seeds=seeds,
+                    results_dir=str(guarded / "out" / "runs"))
+    assert not (guarded / "out").exists()

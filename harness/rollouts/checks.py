@@ -87,8 +87,11 @@ def lean_problems(config, here: bool = True, cuda: bool | None = None) -> list[s
         # worker checks the loaded model's config again
         folder = Path(name).expanduser()  # a folder without one: checks.model_problems says
         found = (folder if folder.is_dir() else Path(resolve(name))) / "config.json"
-        why = unsupported(SimpleNamespace(**json.loads(found.read_text()))) if found.is_file() \
-            else []
+        try:
+            why = unsupported(SimpleNamespace(**json.loads(found.read_text()))) \
+                if found.is_file() else []
+        except (ValueError, TypeError, UnicodeDecodeError):
+            why = []  # not valid JSON: checks.model_folder_problems names the file and line
         if why:
             out.append(f"--engine lean cannot run {config.model.model}: {'; '.join(why)}; use "
                        "--engine hf")

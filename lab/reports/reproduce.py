@@ -10,6 +10,7 @@ the figure to ``results/figures/NAME.{png,pdf}`` plus a Markdown summary.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from lab.reports import figures, render, spec as specs, tables
@@ -160,9 +161,10 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
 
     spec = specs.get(name)
     tables_dir, figures_dir = Path(args.output_dir) / "tables", Path(args.output_dir) / "figures"
-    if not args.dry_run:
-        raise_if([p for p in (folder_problem(d, "--output-dir") for d in
-                              (tables_dir, figures_dir)) if p], "cannot write the renders")
+    # what a run would find first, found by its dry run too (a probe file, made and removed)
+    raise_if([p for p in [folder_problem(args.results_dir, "--results-dir")] + [
+        folder_problem(d, "--output-dir") for d in (tables_dir, figures_dir)] if p],
+        "cannot write the runs or the renders")
     if spec.kind in ("methods", "presets") and args.dry_run:  # a dry run writes nothing
         print(f"{name}: needs no runs; would write {tables_dir / name}.{{md,csv,tex}}")
         return 0
@@ -187,13 +189,14 @@ def reproduce_one(name: str, args: argparse.Namespace) -> int:
         print(recheck.summary(recheck.recheck(plan, args.results_dir)))
     plan = planned()
     print(describe(plan, args.results_dir))
-    if args.dry_run:
-        return 0
     if args.preset == "paper" and plan.blocked and not args.render_only:
+        # the verdict the run acts on, said by its dry run alike
         print("the paper setting needs, before anything starts:")
         for what, why in plan.blocked.items():
             print(f"  {what}: {why}")
         return 2
+    if args.dry_run:
+        return 0
     if not args.render_only:
         execute(plan)
         plan = planned()  # now with the new seeds stored
@@ -240,6 +243,10 @@ def all_order(name: str, setting: str) -> tuple:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    if args.dry_run and args.render_only:
+        print("error: --dry-run and --render-only: choose one (a dry run lists the runs and "
+              "renders nothing; --render-only renders what is stored)", file=sys.stderr)
+        return 2
     names = specs.SPECS.names() if args.name == "all" else [args.name]
     if args.name == "all":
         names.sort(key=lambda n: all_order(n, args.preset))
@@ -262,7 +269,10 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=specs.SETTINGS, default="smoke",
                    help="smoke: the embedded model on this machine; paper: the paper's models "
                         "and data (--model-dir, --data-dir)")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the spec's)")
+    from lab.cli import seed_count
+
+    p.add_argument("--seeds", type=seed_count, default=None,
+                   help="seeds per cell (default: the spec's)")
     p.add_argument("--data-dir", default=None, help="published data sets (Spider, BIRD, ...)")
     p.add_argument("--model-dir", default=None, help="a folder holding the paper's models, one "
                                                      "HF folder per name")

@@ -84,7 +84,53 @@ class TcrmOptions:
         if path is None and self.tcrm_epochs == 0:
             out.append("tcrm_epochs 0 with no --tcrm-model reads credit from untrained heads; "
                        "give a trained value model (--tcrm-model) or train (--tcrm-epochs)")
+        if self.tcrm_save is not None:
+            problem = _unwritable(self.tcrm_save)
+            if problem:
+                out.append(f"--tcrm-save {self.tcrm_save}: {problem}; give a folder you can "
+                           "write to")
         return out
+
+    def problems_with_rewards(self, rewards: tuple[str, ...]) -> list[str]:
+        """A saved TCRM model's heads are its rewards': another task's cannot serve."""
+        import json
+        import os
+
+        path = self.tcrm_model
+        config = os.path.join(path, "config.json") if path else None
+        if config is None or not os.path.isfile(config):
+            return []  # problems() names a folder without one
+        try:
+            from methods.tcrm.model import REWARDS_KEY
+
+            saved = json.loads(open(config).read()).get(REWARDS_KEY)
+        except (ValueError, AttributeError) as exc:
+            return [f"--tcrm-model {path}: config.json is not a JSON object ({exc})"]
+        if saved is not None and list(saved) != list(rewards):
+            return [f"--tcrm-model {path}: a TCRM model of the rewards {list(saved)}, this "
+                    f"task's are {list(rewards)}; give one trained on this task's rewards "
+                    "(--tcrm-save in a run of it), or a plain backbone"]
+        return []
+
+
+def _unwritable(folder: str) -> str:
+    """Why ``folder`` could not be created or written ('' if it can): a probe file in it, or
+    in its nearest existing ancestor, made and removed at once."""
+    import os
+    import tempfile
+
+    probe = os.path.abspath(os.path.expanduser(folder))
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"{probe} is a file"
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=".tcrm-probe-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
+    return ""
 
 
 def _state(ctx: PassContext, options) -> online.ValueState:

@@ -102,6 +102,10 @@ class IfFlags:
         return out
 
 
+JUDGED = "advancedif"  # the one benchmark scored by a judge
+JUDGE_OPTIONS = ("judge", "judge_model", "judge_api_key_env", "judge_max_tokens")
+
+
 def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, ...] = HEADLINE,
              options: IfOptions = IfOptions(), judge: JudgeOptions = JudgeOptions(),
              preflight=None, item_scores=None) -> Task:
@@ -118,6 +122,7 @@ def _if_task(name: str, what: str, load_eval, score_with, headline: tuple[str, .
                                     IfOptions.from_flags(flags),
                                     JudgeOptions.from_flags(flags), preflight, item_scores),
         preflight=preflight, item_scores=item_scores,
+        ignores=() if name == JUDGED else JUDGE_OPTIONS,
     )
 
 
