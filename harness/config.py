@@ -262,6 +262,9 @@ def all_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     return out
 
 
+plugins.AFTER_LOAD.append(all_fields)  # a plugin option named as another is undone
+
+
 # TRL's GRPOConfig names of the same fields, read from flags and API keywords (docs/runs.md)
 TRL_NAMES = {
     "num_generations": "group_size", "learning_rate": "lr", "beta": "kl_coef",

@@ -77,6 +77,11 @@ def _import(entry: str) -> None:
         raise PluginError(f"plugin {_where(exc, path)}: {type(exc).__name__}: {exc}") from None
 
 
+# what must hold once a plugin registered its names (harness.config adds its flat map of every
+# option, which refuses a name used twice); a RuntimeError undoes the plugin
+AFTER_LOAD: list = []
+
+
 def _registries() -> list:
     """Every registry of settings a plugin may add to."""
     from harness.presets import PRESETS
@@ -105,10 +110,9 @@ def load_plugins(entries: Iterable[str]) -> None:
         modules = set(sys.modules)
         try:
             _import(entry)
-            from harness.config import all_fields
-
             try:  # its options must not reuse the name of another option or setting
-                all_fields()
+                for check in AFTER_LOAD:
+                    check()
             except RuntimeError as exc:
                 raise PluginError(f"plugin {entry}: an option it registers has the name of "
                                   f"another: {exc}; rename the plugin's option (e.g. with its "

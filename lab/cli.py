@@ -12,7 +12,7 @@ from harness import config as cfg
 from harness.assets import MissingAssetError
 
 from lab.flags import (WHAT, add_config_flags, formatter, overrides_from, plugin_entries,
-                       unknown_flag_hint)
+                       unknown_flag_hint, seed_count, seed_list)
 from lab.summary import signal_note, summary_table, training_rewards
 
 
@@ -47,30 +47,6 @@ def version() -> str:
     found = f"{names[0]} {installed(names[0])}" if names else "harness (not installed)"
     commit, dirty = provenance.commit_state()
     return f"{found} (commit {commit[:12]}{'-dirty' if dirty else ''})"
-
-
-def seed_count(text: str) -> int:
-    """``--seeds 3`` -> 3 (seeds 0, 1, 2): at least one, or the run would do nothing."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seeds, e.g. 3") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more seeds (--seeds 3 runs "
-                                         "seeds 0, 1, 2)")
-    return n
-
-
-def seed_list(text: str) -> list[int]:
-    """``--seed-list 0,2`` -> [0, 2]: non-negative, distinct, in the order given."""
-    try:
-        seeds = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give seeds as comma-separated integers, "
-                                         "e.g. 1,2") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more distinct seeds >= 0")
-    return seeds
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -294,3 +294,27 @@ def overrides_from(args: argparse.Namespace) -> dict:
 def plugin_entries(entries) -> tuple[str, ...]:
     """``--plugin`` values as a run records them: files by absolute path, modules by name."""
     return tuple(str(Path(p).resolve()) if p.endswith(".py") else p for p in entries)
+
+
+def seed_count(text: str) -> int:
+    """``--seeds 3`` -> 3 (seeds 0, 1, 2): at least one, or the run would do nothing."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seeds, e.g. 3") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more seeds (--seeds 3 runs "
+                                         "seeds 0, 1, 2)")
+    return n
+
+
+def seed_list(text: str) -> list[int]:
+    """``--seed-list 0,2`` -> [0, 2]: non-negative, distinct, in the order given."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seeds as comma-separated integers, "
+                                         "e.g. 1,2") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more distinct seeds >= 0")
+    return seeds

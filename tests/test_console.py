@@ -115,7 +115,46 @@ def test_a_resumed_seed_counts_from_its_checkpoint():
     rep = Reporter("mrtpo seed 1", 30, events.append)
     rep.begin_train()
     rep.step({"step": 16, "time/step": 1.0})
-    assert events[-1] == ("update", "step 16/30 | 1.0 s/step")
+    assert events[-1] == ("update", "step 16/30 | 1.0 s/step | ETA 14 s")
+
+
+def test_a_step_says_what_runs_inside_it_and_the_run_its_eta(monkeypatch):
+    """Inside a long step the line says which part runs and for how long; after each step the
+    run's ETA, from the mean step time after the first (its warm-up)."""
+    import io
+
+    from harness.console import progress
+
+    events: list[tuple] = []
+    rep = Reporter("mrtpo seed 0", 4, events.append)
+    rep.begin_train()
+    progress.stage("sampling, token 32/96")
+    assert events[-1] == ("stage", "sampling, token 32/96")
+    rep.step({"step": 1, "time/step": 100.0})
+    assert events[-1][1].endswith("| 100.0 s/step | ETA 5 min 0 s")
+    rep.step({"step": 2, "time/step": 20.0})  # the first step's warm-up is left out
+    assert events[-1][1].endswith("| 20.0 s/step | ETA 40 s")
+    rep.step({"step": 4, "time/step": 20.0})
+    assert "ETA" not in events[-1][1]  # the last step: nothing left
+    rep.begin_eval(10)
+    n = len(events)
+    progress.stage("sampling, token 32/96")  # the evaluation's sampling is its own line's
+    assert len(events) == n
+    rep.close()
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    line = Line(out, tty=True)
+    line.start("mrtpo seed 0 train", "step 1/4 | 20.0 s/step")
+    line.stage("update, micro-batch 1/4")
+    clock[0] = 7.0
+    line.stage("update, micro-batch 2/4")  # the same part: its clock keeps running
+    clock[0] = 12.0
+    line.tick()
+    assert out.getvalue().endswith("step 1/4 | 20.0 s/step | update, micro-batch 2/4 (12 s)")
+    line.update("step 2/4 | 20.0 s/step")  # a finished step clears the part
+    assert out.getvalue().endswith("mrtpo seed 0 train: step 2/4 | 20.0 s/step")
 
 
 def test_vllms_expected_reload_warnings_are_dropped_and_others_kept(caplog):

@@ -14,6 +14,22 @@ import time
 from typing import Callable, Optional, TextIO
 
 SINK_NAME = "harness-progress"
+# rank 0's reporter while a seed trains: what ``stage`` tells (no one elsewhere)
+_LISTENERS: list[Callable[[str], None]] = []
+
+
+def stage(text: str) -> None:
+    """Tell the console which part of a training step runs now (``sampling, token 64/512``,
+    ``update, micro-batch 2/4``): shown after the step's line with its elapsed seconds, so a
+    long step shows what it is doing. A no-op where no seed's reporter listens."""
+    for listen in _LISTENERS:
+        listen(text)
+
+
+def eta_text(seconds: float) -> str:
+    """``ETA 4 min 10 s`` (``ETA 35 s`` under a minute)."""
+    s = int(round(seconds))
+    return f"ETA {s // 60} min {s % 60} s" if s >= 60 else f"ETA {s} s"
 
 
 class Line:
@@ -26,18 +42,33 @@ class Line:
         self.every = every
         self.phase: str | None = None
         self.text = ""
+        self.doing = ""  # the part of a step that runs now (``stage``), and since when
+        self.doing_since = 0.0
         self.last_print = 0.0
         self.last_line = ""
 
     def start(self, phase: str, text: str = "") -> None:
         if self.phase is not None:
             self.finish()
-        self.phase, self.text = phase, text
+        self.phase, self.text, self.doing = phase, text, ""
         self._draw(force=True)
 
     def update(self, text: str) -> None:
-        self.text = text
+        self.text, self.doing = text, ""
         self._draw(force=False)
+
+    def stage(self, doing: str) -> None:
+        """A part of the current step: drawn after the line, with its elapsed seconds."""
+        if doing.split(",")[0] != self.doing.split(",")[0]:
+            self.doing_since = time.monotonic()
+        self.doing = doing
+        self._draw(force=False)
+
+    def tick(self) -> None:
+        """Redraw the elapsed seconds of the running part (a terminal; a log file at most
+        every ``every`` seconds)."""
+        if self.phase is not None and self.doing:
+            self._draw(force=False)
 
     def finish(self, text: str | None = None) -> None:
         if self.phase is None:
@@ -51,7 +82,11 @@ class Line:
         self.phase = None
 
     def _line(self) -> str:
-        return f"{self.phase}: {self.text}" if self.text else f"{self.phase}"
+        text = self.text
+        if self.doing:
+            since = time.monotonic() - self.doing_since
+            text = f"{text} | {self.doing} ({since:.0f} s)" if text else self.doing
+        return f"{self.phase}: {text}" if text else f"{self.phase}"
 
     def _draw(self, force: bool) -> None:
         if self.tty:
@@ -67,8 +102,9 @@ class Line:
         self.stream.flush()
 
 
-def step_text(metrics: dict, done: int, total: int) -> str:
-    """``step 3/8 | format 0.50, correctness -1.25 | signal 0.50 | 31.2 s/step``."""
+def step_text(metrics: dict, done: int, total: int, eta: float | None = None) -> str:
+    """``step 3/8 | format 0.50, correctness -1.25 | signal 0.50 | 31.2 s/step | ETA 2 min
+    36 s`` (``eta``: seconds the remaining steps are expected to take)."""
     rewards = [f"{k.split('/')[-1]} {v:.2f}" for k, v in metrics.items()
                if k.startswith("reward/") and v == v]  # NaN: a reward no prompt of the step had
     parts = [f"step {done}/{total}"]
@@ -82,6 +118,8 @@ def step_text(metrics: dict, done: int, total: int) -> str:
         parts.append("no reward signal: nothing trained" + (
             ", weights not synced" if metrics.get("sync/skipped") else ""))
     parts.append(f"{metrics.get('time/step', 0.0):.1f} s/step")
+    if eta is not None and done < total:
+        parts.append(eta_text(eta))
     return " | ".join(parts)
 
 
@@ -93,16 +131,26 @@ class Reporter:
         self.done = 0
         self.evaluated = 0
         self.eval_total: Optional[int] = None
+        self.step_times: list[float] = []
 
     def begin_train(self) -> None:
         self.send(("start", f"{self.label} train", f"step 0/{self.steps}"))
+        _LISTENERS[:] = [self.stage]  # the steps' parts, until the evaluation
+
+    def stage(self, text: str) -> None:
+        self.send(("stage", text))
 
     def step(self, metrics: dict) -> None:
         # a resumed seed's first step is the checkpoint's next one, not 1
         self.done = int(metrics.get("step", self.done + 1))
-        self.send(("update", step_text(metrics, self.done, self.steps)))
+        self.step_times.append(float(metrics.get("time/step", 0.0)))
+        # the mean of the steps after the first (whose kernels and caches warm up), once any
+        later = self.step_times[1:] or self.step_times
+        eta = sum(later) / len(later) * (self.steps - self.done)
+        self.send(("update", step_text(metrics, self.done, self.steps, eta)))
 
     def begin_eval(self, total: int) -> None:
+        _LISTENERS.clear()
         self.eval_total = total
         self.send(("start", f"{self.label} eval", f"0/{total} items"))
 
@@ -116,6 +164,7 @@ class Reporter:
                              f"{record['time']:.1f} s/step"))
 
     def close(self) -> None:
+        _LISTENERS.clear()
         self.send(("finish",))
 
 
@@ -127,6 +176,9 @@ def play(line: Line, events: list[tuple]) -> None:
         elif kind == "update":
             if line.phase is not None:
                 line.update(event[1])
+        elif kind == "stage":
+            if line.phase is not None:
+                line.stage(event[1])
         elif kind == "finish":
             line.finish()
 
@@ -181,6 +233,7 @@ def run_with_progress(fn: Callable[[], None], line: Line | None = None,
         while thread.is_alive():
             thread.join(poll)
             play(line, ray.get(sink.drain.remote()))
+            line.tick()
         play(line, ray.get(sink.drain.remote()))
         line.finish()
     finally:

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.autovalues import onednn_bf16
+from harness.console.progress import stage
 from harness.rollouts.base import (Rollout, decode_responses, encode_prompts, eos_token_ids,
                                    greedy_in_batches, left_pad)
 from harness.rollouts.hf import sync_plain_copy
@@ -345,6 +346,8 @@ class LeanRollout:
         done = torch.zeros(len(rows), dtype=torch.bool)
         out_ids, out_logp = [], []
         for t in range(max_new_tokens):
+            if t and t % 32 == 0:  # a long step says where its sampling is (the console)
+                stage(f"sampling, token {t}/{max_new_tokens}")
             if t:
                 logits = self.decoder.step(out_ids[-1])
             if greedy:

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import torch
 
 from harness import engine as eng
+from harness.console.progress import stage
 from harness.replay import PolicyContext
 from harness.train.sample import Sampled
 from methods.stats import within_group_signal
@@ -53,6 +54,7 @@ def run_passes(method, options, ctx: PolicyContext, sampled: Sampled
         return out, metrics
     t0 = time.perf_counter()
     for p in method.passes:
+        stage(f"pass {p.name}")
         with torch.no_grad():  # a pass never trains: its outputs carry no graph
             local = p.run(ctx, options)
         out[p.name] = gather_rows(local, len(sampled.all_lengths), sampled.width)

@@ -8,6 +8,7 @@ from typing import Sequence
 import torch
 
 from harness import engine as eng
+from harness.console.progress import stage
 from harness.rollouts import Rollout
 from tasks.base import Example, Task
 
@@ -45,6 +46,7 @@ def sample(engine, task: Task, prompts: Sequence[Example], step_prompts: Sequenc
     mine = list(range(rank, len(step_prompts), world))
     examples = [prompts[step_prompts[j]] for j in mine]
     t0 = time.perf_counter()
+    stage("sampling")
     ro = engine.generate(examples, r.group_size, r.max_response_tokens, r.temperature, r.top_p,
                          r.top_k, seed=config.seed * 1_000_003 + step * 1009 + rank)
     metrics = {"time/generate": time.perf_counter() - t0}
@@ -54,6 +56,7 @@ def sample(engine, task: Task, prompts: Sequence[Example], step_prompts: Sequenc
             if "sleep" in engine.capabilities else eng.gpu_used_gb()
     rows = [examples[i] for i in ro.example_index]
     t1 = time.perf_counter()
+    stage("rewards")
     rewards = task.compute_rewards(rows, ro.texts)
     metrics["time/rewards"] = time.perf_counter() - t1
     lengths = ro.response_mask.sum(dim=1).tolist()

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from harness import engine as eng
+from harness.console.progress import stage
 from harness.loss import aggregate, kl_penalty, ppo_clip_loss
 from harness.rollouts import Rollout
 from harness.train.logprobs import grad_norm, sequence_logprobs
@@ -227,6 +228,7 @@ def update(engine, ds_config: dict, world: int, data: StepData, method, options,
                 continue
             stepped += 1
             for c, rows in enumerate(chunks):
+                stage(f"update, micro-batch {c + 1}/{len(chunks)}")
                 forwarded += len(rows)
                 t0 = time.perf_counter()
                 with autocast(t.update_dtype, engine):

@@ -269,7 +269,7 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=specs.SETTINGS, default="smoke",
                    help="smoke: the embedded model on this machine; paper: the paper's models "
                         "and data (--model-dir, --data-dir)")
-    from lab.cli import seed_count
+    from lab.flags import seed_count
 
     p.add_argument("--seeds", type=seed_count, default=None,
                    help="seeds per cell (default: the spec's)")
