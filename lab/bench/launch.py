@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+CHECKOUT = str(Path(__file__).resolve().parents[2]) + "/"
+
 WORKER_MARK = "RayTrainWorker"
 
 
@@ -36,7 +38,8 @@ def tree_cpu(root_pid: int) -> dict[int, tuple[str, float]]:
     for p in procs:
         try:
             t = p.cpu_times()
-            title = " ".join(p.cmdline())[:120] or p.name()
+            # paths relative to the checkout: a committed report names no machine's folders
+            title = " ".join(p.cmdline()).replace(CHECKOUT, "")[:120] or p.name()
             out[p.pid] = (title, t.user + t.system)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
