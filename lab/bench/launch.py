@@ -204,7 +204,10 @@ def bench_launch(args: argparse.Namespace) -> int:
                "function does nothing\n\n" + report.markdown_table(
                    ["mark", "s since the process started", "phase s", "the phase"],
                    timeline(floor)))
-    report.publish(args.label, {"bench": "launch", "machine": m, "command": cmd, **summary},
+    # the command as run, its temporary results folder and interpreter named, not their paths
+    shown = ["<a temporary folder>" if c.startswith(tempfile.gettempdir())
+             else c.replace(CHECKOUT, "") for c in cmd]
+    report.publish(args.label, {"bench": "launch", "machine": m, "command": shown, **summary},
                    md, args.output_dir)
     return 0
 
