@@ -84,7 +84,9 @@ def test_a_model_name_is_read_from_the_model_dir(tmp_path):
     from harness.run import absolute
 
     (tmp_path / "Qwen2.5-3B-Instruct").mkdir()
-    (tmp_path / "Qwen2.5-3B-Instruct" / "config.json").write_text("{}")
+    for name, text in (("config.json", "{}"), ("model.safetensors", ""),
+                       ("tokenizer.json", "{}")):  # what checks.model_folder_problems looks for
+        (tmp_path / "Qwen2.5-3B-Instruct" / name).write_text(text)
     c = absolute(cfg.resolve("paper-tool-3b", {"model_dir": str(tmp_path)}))
     assert c.model.model == str(tmp_path / "Qwen2.5-3B-Instruct")
     assert checks.model_problems(of_config(c)) == []
