@@ -54,9 +54,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         add --require-hashes --no-deps -r requirements/cpu.lock
     elif [ "$venv" = .venv-verl ]; then
         # cpu.txt without the pins verl 0.9.1 caps (transformers < 5.11; requirements/verl-cpu.txt
-        # pins the ones verified with it) and without TRL (its fsdp extra wants trl 0.27.0)
+        # pins the ones verified with it, peft among them) and without TRL (its fsdp extra
+        # wants trl 0.27.0)
         reqs=$(mktemp)
-        grep -v -E '^(transformers|tokenizers|trl)==' requirements/cpu.txt > "$reqs"
+        grep -v -E '^(transformers|tokenizers|trl|peft)==' requirements/cpu.txt > "$reqs"
         add -c requirements/constraints-cpu.txt -r "$reqs" -r requirements/verl-cpu.txt
         rm -f "$reqs"
     else

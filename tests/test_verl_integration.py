@@ -151,6 +151,20 @@ def test_verl_s_own_compute_advantage_says_what_is_missing():
                                   config=AlgoConfig(adv_estimator=est))
 
 
+def test_verl_s_gdpo_reward_weights_are_refused_not_ignored():
+    """verl's algorithm.gdpo_reward_weights weight its own gdpo; a harness estimator replaces
+    that, so weights other than 1 are refused (unit weights change nothing and pass)."""
+    est = adapter.register("gdpo", KEYS)
+    rewards, mask, group, uid = _rows(6)
+    with pytest.raises(ValueError, match=r"gdpo_reward_weights=\[2.0, 1.0, 1.0\]"):
+        adapter.compute_advantage(_data(rewards, mask, uid), est, config=AlgoConfig(
+            adv_estimator=est, gdpo_reward_weights=[2.0, 1.0, 1.0]))
+    data = adapter.compute_advantage(_data(rewards, mask, uid), est, config=AlgoConfig(
+        adv_estimator=est, gdpo_reward_weights=[1.0, 1.0, 1.0]))
+    assert torch.allclose(data.batch["advantages"], _harness("gdpo", rewards, mask, group),
+                          atol=1e-6)
+
+
 def test_the_documented_example_runs_as_written():
     out = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "verl_saw.py")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -159,3 +173,32 @@ def test_the_documented_example_runs_as_written():
     assert len(lines) == 8
     adv = [float(ln.split("advantage")[1].split()[0]) for ln in lines]
     assert adv[0] > 0 > adv[3]  # both rewards vs neither, in the first prompt's group
+
+
+@pytest.mark.slow
+def test_the_task_runner_registers_the_method_inside_verl_s_actor():
+    """verl trains inside its TaskRunner Ray actor: the method must be registered and
+    compute_advantage routed there (a registration on the driver is absent in the actor)."""
+    import ray
+
+    from verl.trainer.ppo import ray_trainer
+
+    runner_class = adapter.task_runner("saw", KEYS)
+    with pytest.raises(ValueError, match="needs replay"):
+        adapter.task_runner("mrtpo", KEYS)  # refused on the driver, before verl starts
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        runner = runner_class.remote()
+
+        def state(_):
+            from harness.integrations import verl as inside
+            from verl.trainer.ppo import core_algos, ray_trainer as rt
+            return ("harness:saw" in core_algos.ADV_ESTIMATOR_REGISTRY,
+                    rt.compute_advantage is inside.compute_advantage)
+
+        assert ray.get(runner.__ray_call__.remote(state)) == (False, False)
+        assert ray.get(runner.prepare.remote()) == "harness:saw"
+        assert ray.get(runner.__ray_call__.remote(state)) == (True, True)
+    finally:
+        ray.shutdown()
+    assert ray_trainer.compute_advantage is not adapter.compute_advantage  # the driver's own

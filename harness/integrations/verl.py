@@ -118,6 +118,12 @@ def estimator(method: str, reward_keys: Sequence[str], options=None,
             raise ValueError("norm_adv_by_std_in_grpo=False does not apply to a harness "
                              "method: set its own options (e.g. methods.options(whiten="
                              "'none')) instead")
+        weights = config.get("gdpo_reward_weights", None) if config is not None else None
+        if weights is not None and any(float(w) != 1.0 for w in weights):
+            raise ValueError(f"algorithm.gdpo_reward_weights={list(weights)} weights verl's "
+                             f"own gdpo, which {PREFIX}{method} replaces: leave it unset, or "
+                             "register a method that weights the rewards (a reward weighting, "
+                             "or a plugin: docs/extending.md)")
         rows = response_mask.shape[0]
         r = reward_matrix(non_tensor_batch, keys, rows)
         adv = advantages(method, r, response_mask, index, keys, reward_bounds, opts)
@@ -141,6 +147,44 @@ def register(method: str, reward_keys: Sequence[str], *, options=None,
     return name
 
 
+_VERL_COMPUTE: list = []  # verl's own compute_advantage, once route_compute_advantage ran
+
+
+def route_compute_advantage() -> None:
+    """Make verl's legacy trainer (``ray_trainer.fit``) call :func:`compute_advantage` in this
+    process (each process its own: verl trains inside its TaskRunner actor, not the driver)."""
+    from verl.trainer.ppo import ray_trainer
+
+    if not _VERL_COMPUTE:
+        _VERL_COMPUTE.append(ray_trainer.compute_advantage)
+        ray_trainer.compute_advantage = compute_advantage
+
+
+def task_runner(method: str, reward_keys: Sequence[str], *, options=None,
+                reward_bounds: Optional[Sequence[tuple[float, float]]] = None):
+    """verl's legacy ``TaskRunner`` Ray actor (``trainer.use_v1=false``) that, in its own
+    process and before it trains, registers ``method`` (:func:`register`) and routes the
+    trainer's ``compute_advantage`` here: verl's training loop runs in that actor, so a
+    registration made on the driver is absent there. ``main_ppo.run_ppo(config,
+    task_runner_class=task_runner("saw", keys))`` with ``algorithm.adv_estimator=harness:saw``."""
+    import ray
+    from verl.trainer.main_ppo_v0 import TaskRunner
+
+    estimator(method, reward_keys, options, reward_bounds)  # refused here, before verl starts
+
+    class HarnessTaskRunner(TaskRunner.__ray_actor_class__):
+        def prepare(self) -> str:
+            name = register(method, reward_keys, options=options, reward_bounds=reward_bounds)
+            route_compute_advantage()
+            return name
+
+        def run(self, config):
+            self.prepare()
+            return super().run(config)
+
+    return ray.remote(HarnessTaskRunner)
+
+
 def compute_advantage(data, adv_estimator, gamma: float = 1.0, lam: float = 1.0,
                       num_repeat: int = 1, norm_adv_by_std_in_grpo: bool = True, config=None):
     """verl's ``compute_advantage`` (``ray_trainer.py``; same arguments, same result) that also
@@ -150,10 +194,9 @@ def compute_advantage(data, adv_estimator, gamma: float = 1.0, lam: float = 1.0,
 
     name = str(getattr(adv_estimator, "value", adv_estimator))
     if not name.startswith(PREFIX):
-        return ray_trainer.compute_advantage(data, adv_estimator, gamma=gamma, lam=lam,
-                                             num_repeat=num_repeat,
-                                             norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
-                                             config=config)
+        verl_own = _VERL_COMPUTE[0] if _VERL_COMPUTE else ray_trainer.compute_advantage
+        return verl_own(data, adv_estimator, gamma=gamma, lam=lam, num_repeat=num_repeat,
+                        norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo, config=config)
     if "response_mask" not in data.batch.keys():
         data.batch["response_mask"] = ray_trainer.compute_response_mask(data)
     if not norm_adv_by_std_in_grpo:
