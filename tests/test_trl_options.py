@@ -222,6 +222,9 @@ def test_trl_s_completion_log_shows_the_method_s_advantages(tmp_path):
     assert logged and len(logged) <= len(want)
     assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(logged, want[-len(logged):]))
     assert any(abs(a) > 1e-3 for a in logged)
+    # TRL's share of completions without signal is the method's: no advantage on any token
+    none = float(((adv * mask).abs().sum(dim=1) == 0).float().mean())
+    assert trainer._metrics["train"]["frac_reward_zero_std"][-1] == pytest.approx(none)
 
 
 def test_batch_of_keeps_holes_in_the_mask():

@@ -24,7 +24,7 @@ model's tokens after it keep theirs) and its passes replay the completion as the
 tool results included. Evaluation batches (``eval_strategy``) keep TRL's own advantages: they
 train nothing, and a pass there would (TCRM's value model). TRL's completions log
 (``log_completions``) shows the method's advantage of each completion (its mean over the
-tokens trained). The passes render prompts as TRL does (``tools``, ``chat_template_kwargs``),
+tokens trained), ``frac_reward_zero_std`` the share of completions it gave none. The passes render prompts as TRL does (``tools``, ``chat_template_kwargs``),
 and their state (TCRM's value model) is saved with TRL's checkpoints and restored on resume.
 Under several processes (a multi-GPU run) each runs the method's passes on its
 own rows, whole groups (``per_device_train_batch_size`` a multiple of ``num_generations``), and
@@ -277,6 +277,10 @@ def _make():
             tail = per_row.tolist()[-len(logged):] if len(logged) else []
             for i, value in enumerate(tail):
                 logged[len(logged) - len(tail) + i] = value
+            # and its share of completions without signal: no advantage on any token trained
+            zero = self._metrics["train"]["frac_reward_zero_std"]
+            if zero:
+                zero[-1] = float(((scores * every).abs().sum(dim=1) == 0).float().mean())
             for key, value in metrics.items():
                 if isinstance(value, (int, float)):
                     self._metrics["train"][f"method/{key}"].append(float(value))
