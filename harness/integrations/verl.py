@@ -120,8 +120,9 @@ def estimator(method: str, reward_keys: Sequence[str], options=None,
                              "'none')) instead")
         weights = config.get("gdpo_reward_weights", None) if config is not None else None
         if weights is not None and any(float(w) != 1.0 for w in weights):
-            raise ValueError(f"algorithm.gdpo_reward_weights={list(weights)} weights verl's "
-                             f"own gdpo, which {PREFIX}{method} replaces: leave it unset, or "
+            raise ValueError(f"algorithm.gdpo_reward_weights={list(weights)} weights one of "
+                             f"verl's own estimators, which {PREFIX}{method} replaces: leave it "
+                             "unset, or "
                              "register a method that weights the rewards (a reward weighting, "
                              "or a plugin: docs/extending.md)")
         rows = response_mask.shape[0]
