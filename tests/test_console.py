@@ -129,7 +129,7 @@ def test_a_step_says_what_runs_inside_it_and_the_run_its_eta(monkeypatch):
     rep = Reporter("mrtpo seed 0", 4, events.append)
     rep.begin_train()
     progress.stage("sampling, token 32/96")
-    assert events[-1] == ("stage", "sampling, token 32/96")
+    assert events[-1] == ("stage", "step 1: sampling, token 32/96")
     rep.step({"step": 1, "time/step": 100.0})
     assert events[-1][1].endswith("| 100.0 s/step | ETA 5 min 0 s")
     rep.step({"step": 2, "time/step": 20.0})  # the first step's warm-up is left out

@@ -138,7 +138,8 @@ class Reporter:
         _LISTENERS[:] = [self.stage]  # the steps' parts, until the evaluation
 
     def stage(self, text: str) -> None:
-        self.send(("stage", text))
+        # the step it belongs to: the line still shows the last finished one's numbers
+        self.send(("stage", f"step {self.done + 1}: {text}"))
 
     def step(self, metrics: dict) -> None:
         # a resumed seed's first step is the checkpoint's next one, not 1
