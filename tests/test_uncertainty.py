@@ -129,7 +129,10 @@ def test_steps_to_threshold_as_survival_data_and_sensitivity():
     # log-rank by hand, mrtpo's events: t=1: n 2+2, gdpo 1 event: E_m = 1/2, V = 1/4;
     # t=2: n_g 1, n_m 2, 1 event: E_m = 2/3, V = 2/9; t=3: n_m 2 alone, 1 event: E_m = 1, V = 0.
     # O_m = 1, E_m = 13/6: chi2 = (7/6)^2 / (17/36) = 49/17 = 2.882, p = 0.0896
-    assert line == "- mrtpo against gdpo: log-rank p = 0.090"
+    # exact: gdpo's two seeds first is the most extreme of C(4, 2) = 6 relabellings (with its
+    # mirror): 2/6; paired by seed, both swapped or neither of 2^2 = 4: 2/4
+    assert line == ("- mrtpo against gdpo: log-rank p = 0.090; exact p = 0.333 (smallest "
+                    "possible 0.333); paired by seed p = 0.500 (smallest possible 0.500)")
     table = figures.sensitivity(logs, "reward/format", 0.8)
     assert len(table) == 2 + 9 and table[0].startswith("| window | threshold | gdpo | mrtpo")
     # window 3, threshold 0.75, full windows only (from step 3): gdpo's trailing means reach it
@@ -255,3 +258,26 @@ def test_a_detectable_difference_past_the_scale_says_so():
     d = [[100.0, 0.0], [0.0, -100.0], [0.0, 0.0]]
     assert it.detectable(it.components(d)) > 100
     assert detect.rows[0][1][0].text() == "> 100 (3 x 2)"
+
+
+def test_the_exact_tests_of_steps_to_threshold_know_their_smallest_p():
+    """Complete separation at 3 seeds a method: the log-rank test's normal approximation says
+    p = 0.025, while no relabelling test can go below 2/20 = 0.10, and one paired by seed (the
+    methods' outcomes swapped within a seed) not below 2/8 = 0.25."""
+    import math
+
+    from lab.reports.survival import logrank_p, permutation_p
+
+    fast, slow, last = [3, 4, 5], [10, 11, 12], [20, 20, 20]
+    assert logrank_p(fast, last, slow, last) == pytest.approx(0.0246, abs=5e-4)
+    assert permutation_p(fast, last, slow, last) == pytest.approx((0.10, 0.10))
+    assert permutation_p(fast, last, slow, last, paired=True) == pytest.approx((0.25, 0.25))
+    # no difference: every relabelling is as extreme as the one observed
+    same = permutation_p([5, 6, 7], last, [5, 6, 7], last)
+    assert same[0] == pytest.approx(1.0)
+    # censored seeds count as longer than any reached step
+    p, floor = permutation_p([3, 4, 5], last, [None, None, None], last)
+    assert (p, floor) == pytest.approx((0.10, 0.10))
+    assert all(math.isnan(x) for x in permutation_p([None], [9], [None], [9]))
+    with pytest.raises(ValueError, match="pairing needs the same seeds"):
+        permutation_p([1, 2], [9, 9], [1], [9], paired=True)

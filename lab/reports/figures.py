@@ -121,15 +121,27 @@ def threshold_tests(logs: dict[str, dict[int, list[dict]]], key: str, value: flo
                     window: int, reference: str) -> list[str]:
     """Per method against ``reference``: the log-rank test of their steps to the threshold
     (censored where not reached), as Markdown list items."""
-    from lab.reports.survival import logrank_p
+    from lab.reports.survival import logrank_p, permutation_p
 
     ref = threshold_steps(logs[reference], key, value, window)
     out = []
     for method, by_seed in logs.items():
         if method != reference:
-            p = logrank_p(*threshold_steps(by_seed, key, value, window), *ref)
-            out.append(f"- {method} against {reference}: log-rank "
-                       + ("p = –, neither reached it" if math.isnan(p) else f"p = {p:.3f}"))
+            mine = threshold_steps(by_seed, key, value, window)
+            p = logrank_p(*mine, *ref)
+            if math.isnan(p):
+                out.append(f"- {method} against {reference}: log-rank p = –, neither reached it")
+                continue
+            exact, floor = permutation_p(*mine, *ref)
+            text = (f"- {method} against {reference}: log-rank p = {p:.3f}; exact p = "
+                    f"{exact:.3f} (smallest possible {floor:.3f})")
+            shared = sorted(set(by_seed) & set(logs[reference]))
+            if shared:  # the same seeds: paired by seed
+                a = threshold_steps({s: by_seed[s] for s in shared}, key, value, window)
+                b = threshold_steps({s: logs[reference][s] for s in shared}, key, value, window)
+                pp, pfloor = permutation_p(*a, *b, paired=True)
+                text += f"; paired by seed p = {pp:.3f} (smallest possible {pfloor:.3f})"
+            out.append(text)
     return out
 
 
