@@ -2,6 +2,7 @@
 paired t-interval, rliable's probability of improvement, the seeds for 80 % power (checked
 against G*Power's paired t-test tables), and their use in tables and Figure 4's summary."""
 import math
+import statistics
 
 import pytest
 
@@ -281,3 +282,36 @@ def test_the_exact_tests_of_steps_to_threshold_know_their_smallest_p():
     assert all(math.isnan(x) for x in permutation_p([None], [9], [None], [9]))
     with pytest.raises(ValueError, match="pairing needs the same seeds"):
         permutation_p([1, 2], [9, 9], [1], [9], paired=True)
+
+
+def test_table3_s_paper_means_fit_five_runs_not_three():
+    """BFCL v4 scores a run as a whole number of a category's items; the paper's Table 3 means
+    (its printed numbers in the spec) lie on the grid of 5 runs for every trained cell whose
+    grid is coarser than the printing, and the paper presets run that many seeds."""
+    import tomllib
+    from pathlib import Path
+
+    from lab.reports.paper_runs import fitting_runs, on_grid
+    from tasks import TASKS
+
+    root = Path(__file__).resolve().parent.parent
+    spec = tomllib.loads((root / "lab" / "reports" / "specs" / "table3.toml").read_text())
+    sizes: dict[str, int] = {}
+    for example in TASKS.get("bfcl").load_eval(None):  # the benchmark's own category sizes
+        category = example.id.rsplit("_", 1)[0]
+        sizes[category] = sizes.get(category, 0) + 1
+    assert (sizes["live_parallel"], sizes["live_parallel_multiple"], sizes["multiple"]) == \
+        (16, 24, 200)
+    columns = [c["metric"] for c in spec["columns"] if "settings" not in c]
+    cells = [(float(value.split()[0]), sizes[metric])
+             for rows in spec["paper"].values() for label, values in rows.items()
+             if label != "Base" for metric, value in zip(columns, values) if metric in sizes]
+    assert len(cells) == 21  # 3 trained rows x 7 single-category columns
+    assert fitting_runs(cells)[0] == 5  # the fewest runs every cell fits (10 fits too)
+    assert 3 not in fitting_runs(cells)
+    assert sum(on_grid(m, 3, k) for m, k in cells if 100 / (3 * k) >= 0.02) == 3  # of 21
+    # GDPO, 1.5B, Live Parallel (16 items): 53.75 ± 5.59 is {43.75, 56.25 x 4} exactly
+    scores = [43.75] + [56.25] * 4
+    assert statistics.mean(scores) == 53.75
+    assert round(statistics.stdev(scores), 2) == 5.59
+    assert spec["settings"]["paper"]["seeds"] == 5
