@@ -90,10 +90,13 @@ def _first_rollout_key(stored: dict) -> str:
 
 
 def test_seeds_that_share_a_first_rollout_drew_it_alike():
-    """Every committed seed's first training step (its response length and mean rewards) is
-    the same as that of every other seed with the same first-rollout settings: a seed made
-    under conditions that changed its sampling, which a re-render cannot see, fails here."""
+    """Every committed seed's first training step (its sampled tokens' digest where the seed
+    recorded one, its response length and mean rewards) is the same as that of every other
+    seed with the same first-rollout settings: a seed made under conditions that changed its
+    sampling, which a re-render cannot see, fails here. A training stored under several
+    benchmarks (--also-evaluate: IFEval and IFBench) counts once."""
     groups: dict[str, dict[tuple, list[str]]] = {}
+    trainings: set[str] = set()
     for path in sorted((ROOT / "results").glob("*/*/*/*/seed*.json")):
         if not path.name[4:-5].isdigit():
             continue  # seed<k>.recheck.json and other records
@@ -101,11 +104,15 @@ def test_seeds_that_share_a_first_rollout_drew_it_alike():
         lines = train.read_text(encoding="utf-8").splitlines() if train.exists() else []
         if not lines:
             continue  # evaluation-only seeds (a Base row) draw no rollout
+        if train.read_text(encoding="utf-8") in trainings:
+            continue  # the same training's log under another benchmark
+        trainings.add(train.read_text(encoding="utf-8"))
         stored = json.loads(path.read_text(encoding="utf-8"))
         first = json.loads(lines[0])
         drawn = tuple(sorted((k, None if math.isnan(v) else round(v, 6))
                              for k, v in first.items()
-                             if k == "response_length" or k.startswith("reward/")))
+                             if k in ("response_length", "rollout/token_digest")
+                             or k.startswith("reward/")))
         group = groups.setdefault(_first_rollout_key(stored), {})
         group.setdefault(drawn, []).append(str(path.relative_to(ROOT)))
     shared = [g for g in groups.values() if sum(map(len, g.values())) > 1]
@@ -113,3 +120,16 @@ def test_seeds_that_share_a_first_rollout_drew_it_alike():
     split = [sorted(g.values()) for g in shared if len(g) > 1]
     assert not split, ("seeds with the same first-rollout settings drew different first "
                        f"rollouts: {split}")
+
+
+def test_the_token_digest_reads_the_valid_tokens_in_order():
+    import torch
+
+    from harness.train.sample import token_digest
+
+    ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    same = token_digest(torch.tensor([[5, 6, 9], [7, 3, 3]]), mask)  # other padding
+    assert token_digest(ids, mask) == same and same < 2 ** 53 and same == int(same)
+    assert token_digest(torch.tensor([[6, 5, 0], [7, 0, 0]]), mask) != same  # order counts
+    assert token_digest(ids, torch.tensor([[1, 1, 1], [1, 0, 0]])) != same  # a token more

@@ -37,6 +37,17 @@ class Sampled:
         return (torch.arange(self.width)[None, :] < self.all_lengths[:, None]).to(torch.long)
 
 
+def token_digest(ids: torch.Tensor, mask: torch.Tensor) -> float:
+    """The sampled tokens (each row's valid ones, in order) as one number: the first 13 hex
+    digits of their SHA-256, exact as a float (< 2**53)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for row, keep in zip(ids.tolist(), mask.tolist()):
+        h.update(str([t for t, k in zip(row, keep) if k]).encode())
+    return float(int(h.hexdigest()[:13], 16))
+
+
 def sample(engine, task: Task, prompts: Sequence[Example], step_prompts: Sequence[int],
            rank: int, world: int, config, step: int, cuda: bool) -> Sampled:
     """``prompts``: the step's prompts (all workers'); this worker takes every world-th one.
@@ -59,6 +70,9 @@ def sample(engine, task: Task, prompts: Sequence[Example], step_prompts: Sequenc
     stage("rewards")
     rewards = task.compute_rewards(rows, ro.texts)
     metrics["time/rewards"] = time.perf_counter() - t1
+    # what this rank drew, as a number the step's log keeps: seeds that share a first rollout
+    # must show the same one (tests/test_committed_results.py)
+    metrics["rollout/token_digest"] = token_digest(ro.response_ids, ro.response_mask)
     lengths = ro.response_mask.sum(dim=1).tolist()
     groups = [mine[i] for i in ro.example_index]
     parts = eng.all_gather_objects((rewards, lengths, groups))
