@@ -11,8 +11,9 @@ for, never a stand-in) and the benchmark (opened and validated), and the warm st
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from common.paths import folder_problem  # in common: the methods' option checks use it too
 
 
 class PreflightError(ValueError):
@@ -26,36 +27,6 @@ class PreflightError(ValueError):
 def raise_if(problems: list[str], what: str = "these settings cannot run") -> None:
     if problems:
         raise PreflightError(problems, what)
-
-
-def folder_problem(path: str | Path, flag: str) -> str | None:
-    """Why the folder ``path`` could not be created or written (None: it can). The nearest
-    existing ancestor must be a folder in which a probe file can be created (it is removed at
-    once; nothing else is made): permission bits say nothing for root or on a read-only or
-    virtual file system (/proc)."""
-    import tempfile
-
-    if str(path).strip() == "":
-        return f"{flag} is empty; give a folder"
-    p = Path(path).expanduser().absolute()
-    probe = p
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe == p and not p.is_dir():
-        return f"{flag} {path}: exists and is not a folder; give a folder"
-    if not probe.is_dir():
-        return f"{flag} {path}: {probe} is a file, so the folder cannot be created; give another"
-    where = "" if probe == p else f" ({probe} is the nearest existing folder)"
-    try:
-        fd, name = tempfile.mkstemp(dir=probe, prefix=".harness-probe-")
-        os.close(fd)
-        os.unlink(name)
-    except OSError as exc:
-        return (f"{flag} {path}: cannot be written{where}: {exc.strerror or exc}; give a folder "
-                "you can write to")
-    return None
 
 
 def file_problem(path: str | Path, flag: str) -> str | None:

@@ -155,11 +155,13 @@ def resolve(preset: str = "smoke", overrides: dict[str, Any] | None = None,
 def reference_results_problem(results_dir) -> str | None:
     """A run (``run``, the API) told to store into the results committed with the project,
     which ``reproduce`` alone remakes, all at once on one code version; None otherwise."""
+    from common.paths import folder_problem
     from harness.assets import PROJECT_ROOT
 
-    if results_dir is None or str(results_dir) == "":
-        return None if results_dir is None else (
-            "--results-dir is empty; give a folder (the default is runs/)")
+    if results_dir is None:
+        return None
+    if str(results_dir).strip() == "":  # the check's own message (the config makes it absolute)
+        return folder_problem(results_dir, "--results-dir")
     reference = PROJECT_ROOT / "results"
     if Path(results_dir).expanduser().absolute().resolve() == reference.resolve():
         return (f"--results-dir {results_dir}: that folder holds the reference results "

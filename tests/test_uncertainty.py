@@ -291,7 +291,7 @@ def test_table3_s_paper_means_fit_five_runs_not_three():
     import tomllib
     from pathlib import Path
 
-    from lab.reports.paper_runs import fitting_runs, on_grid
+    from lab.reports.paper_runs import fitting_runs, informative, on_grid
     from tasks import TASKS
 
     root = Path(__file__).resolve().parent.parent
@@ -309,7 +309,7 @@ def test_table3_s_paper_means_fit_five_runs_not_three():
     assert len(cells) == 21  # 3 trained rows x 7 single-category columns
     assert fitting_runs(cells)[0] == 5  # the fewest runs every cell fits (10 fits too)
     assert 3 not in fitting_runs(cells)
-    assert sum(on_grid(m, 3, k) for m, k in cells if 100 / (3 * k) >= 0.02) == 3  # of 21
+    assert sum(on_grid(m, 3, k) for m, k in cells if informative(3, k)) == 3  # of 21
     # GDPO, 1.5B, Live Parallel (16 items): 53.75 ± 5.59 is {43.75, 56.25 x 4} exactly
     scores = [43.75] + [56.25] * 4
     assert statistics.mean(scores) == 53.75

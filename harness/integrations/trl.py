@@ -24,11 +24,12 @@ model's tokens after it keep theirs) and its passes replay the completion as the
 tool results included. Evaluation batches (``eval_strategy``) keep TRL's own advantages: they
 train nothing, and a pass there would (TCRM's value model). TRL's completions log
 (``log_completions``) shows the method's advantage of each completion (its mean over the
-tokens trained), ``frac_reward_zero_std`` the share of completions it gave none. The passes render prompts as TRL does (``tools``, ``chat_template_kwargs``),
-and their state (TCRM's value model) is saved with TRL's checkpoints and restored on resume.
-Under several processes (a multi-GPU run) each runs the method's passes on its
-own rows, whole groups (``per_device_train_batch_size`` a multiple of ``num_generations``), and
-their outputs are gathered in TRL's row order.
+tokens trained), ``frac_reward_zero_std`` the share of completions it gave none. The passes
+render prompts as TRL does (``tools``, ``chat_template_kwargs``), and their state (TCRM's value
+model) is saved with TRL's checkpoints and restored on resume. Under several processes (a
+multi-GPU run) each runs the method's passes on its own rows, whole groups
+(``per_device_train_batch_size`` a multiple of ``num_generations``), and their outputs are
+gathered in TRL's row order.
 """
 from __future__ import annotations
 
@@ -254,13 +255,14 @@ def _make():
             n_local, t = trained.shape
             start = self.accelerator.process_index * n_local
             mine = rewards[start:start + n_local].float().cpu()  # this process's rows' scores
+            examples = []  # what the passes replay, for a method that has them
             if self.method.passes:
-                refused = unmatched_rewards(self.method, self.method_options, names,
-                                            [self.examples[r["example_id"]] for r in rows],
+                examples = [self.examples[r["example_id"]] for r in rows]
+                refused = unmatched_rewards(self.method, self.method_options, names, examples,
                                             mine)
                 if refused:
                     raise ValueError(refused)
-            passes = self._gathered(self._passes(rows, completions, out["completion_ids"],
+            passes = self._gathered(self._passes(examples, completions, out["completion_ids"],
                                                  seen, mine, g))
             batch = batch_of(rewards, every, g, names, bounds, passes,
                              step=self.state.global_step, total_steps=self.state.max_steps)
@@ -272,7 +274,8 @@ def _make():
             out["advantages"] = adv.to(trained.device) * trained
             # TRL's completions log: the method's advantage of each completion (its mean
             # over the tokens trained), not TRL's own that was computed and replaced
-            per_row = (scores * every).sum(dim=1) / every.sum(dim=1).clamp(min=1)
+            credited = scores * every
+            per_row = credited.sum(dim=1) / every.sum(dim=1).clamp(min=1)
             logged = self._logs["advantages"]  # a deque TRL appended this batch's rows to
             tail = per_row.tolist()[-len(logged):] if len(logged) else []
             for i, value in enumerate(tail):
@@ -280,7 +283,7 @@ def _make():
             # and its share of completions without signal: no advantage on any token trained
             zero = self._metrics["train"]["frac_reward_zero_std"]
             if zero:
-                zero[-1] = float(((scores * every).abs().sum(dim=1) == 0).float().mean())
+                zero[-1] = float((credited.abs().sum(dim=1) == 0).float().mean())
             for key, value in metrics.items():
                 if isinstance(value, (int, float)):
                     self._metrics["train"][f"method/{key}"].append(float(value))
@@ -296,21 +299,21 @@ def _make():
                         value.to(device), dim=value.dim() - 1)).cpu()
                     for name, value in passes.items()}
 
-        def _passes(self, rows, completions, completion_ids, seen, rewards, g) -> dict:
+        def _passes(self, examples, completions, completion_ids, seen, rewards, g) -> dict:
             """The method's passes on TRL's model (the policy that sampled, before its
             update), as the harness's trainer runs them: each completion replayed as the
             model read it (``seen``: tool results included); the method then spreads its
-            credit over the tokens ``trained`` alone (the batch's mask). ``rows``,
-            ``rewards`` [n, K]: this process's (whole groups of ``g``)."""
+            credit over the tokens ``trained`` alone (the batch's mask). ``examples`` (the
+            Example each row answers), ``rewards`` [n, K]: this process's (whole groups of
+            ``g``)."""
             if not self.method.passes:
                 return {}
             from harness.replay import PolicyContext
             from methods.stats import within_group_signal
 
             texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-            examples = [self.examples[r["example_id"]] for r in rows]
             model = self.accelerator.unwrap_model(self.model)
-            n = len(rows)
+            n = len(examples)
             group = torch.arange(n) // g
             r = rewards.float().cpu()
             bounds = self._bounds or [(0.0, 1.0)] * r.shape[1]

@@ -46,12 +46,11 @@ def unmatched_rewards(method, options, names: Sequence[str], examples,
 
     if not method.verifier_info_readers(options):
         return ""
-    examples = list(examples)
     known = [known_rewards(e) for e in examples]
+    every = frozenset().union(*known)
     if rewards is None:
-        every = frozenset().union(*known)
         unknown = [n for n in names if n not in every]
-        if examples and len(unknown) < len(names):
+        if known and len(unknown) < len(names):
             return ""
     else:
         scored = ~torch.isnan(rewards.float())
@@ -59,7 +58,6 @@ def unmatched_rewards(method, options, names: Sequence[str], examples,
                    if any(bool(scored[i, k]) and n not in known[i] for i in range(len(known)))]
         if not unknown:
             return ""
-        every = frozenset().union(*known)
     return (f"reward functions {unknown} are named as no reward the examples carry verifier "
             f"information for ({', '.join(sorted(every)) or 'none'}): the method's replay "
             "would change nothing for them; name each reward function as its reward "

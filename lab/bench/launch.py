@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-CHECKOUT = str(Path(__file__).resolve().parents[2]) + "/"
+from harness.assets import PROJECT_ROOT
+
+CHECKOUT = f"{PROJECT_ROOT}/"  # stripped from what a committed report shows
 
 WORKER_MARK = "RayTrainWorker"
 

@@ -85,10 +85,11 @@ class TcrmOptions:
             out.append("tcrm_epochs 0 with no --tcrm-model reads credit from untrained heads; "
                        "give a trained value model (--tcrm-model) or train (--tcrm-epochs)")
         if self.tcrm_save is not None:
-            problem = _unwritable(self.tcrm_save)
+            from common.paths import folder_problem
+
+            problem = folder_problem(self.tcrm_save, "--tcrm-save")
             if problem:
-                out.append(f"--tcrm-save {self.tcrm_save}: {problem}; give a folder you can "
-                           "write to")
+                out.append(problem)
         return out
 
     def problems_with_rewards(self, rewards: tuple[str, ...]) -> list[str]:
@@ -111,26 +112,6 @@ class TcrmOptions:
                     f"task's are {list(rewards)}; give one trained on this task's rewards "
                     "(--tcrm-save in a run of it), or a plain backbone"]
         return []
-
-
-def _unwritable(folder: str) -> str:
-    """Why ``folder`` could not be created or written ('' if it can): a probe file in it, or
-    in its nearest existing ancestor, made and removed at once."""
-    import os
-    import tempfile
-
-    probe = os.path.abspath(os.path.expanduser(folder))
-    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        return f"{probe} is a file"
-    try:
-        fd, name = tempfile.mkstemp(dir=probe, prefix=".tcrm-probe-")
-        os.close(fd)
-        os.unlink(name)
-    except OSError as exc:
-        return f"cannot be written ({exc.strerror or exc})"
-    return ""
 
 
 def _state(ctx: PassContext, options) -> online.ValueState:
