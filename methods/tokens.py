@@ -66,8 +66,12 @@ def js_distances(h_p: torch.Tensor, h_qs: Sequence[torch.Tensor],
 
 
 def js_from_logprobs(lp: torch.Tensor, lq: torch.Tensor) -> torch.Tensor:
-    """[..., V] log-distributions -> [...] Jensen-Shannon distance (natural log)."""
-    lm = torch.logaddexp(lp, lq) - math.log(2.0)
+    """[..., V] log-distributions -> [...] Jensen-Shannon distance (natural log); exactly 0
+    where the two distributions are equal."""
+    # logaddexp(x, x) - log 2 is x only up to rounding, and the square root turns that rounding
+    # into distances of about 1e-4 (float32) between equal distributions: where a token's two
+    # distributions are equal its mixture is taken as it is, so its distance is exactly 0
+    lm = torch.where(lp == lq, lp, torch.logaddexp(lp, lq) - math.log(2.0))
     kl_pm = (lp.exp() * (lp - lm)).sum(dim=-1)
     kl_qm = (lq.exp() * (lq - lm)).sum(dim=-1)
     return (0.5 * (kl_pm + kl_qm)).clamp(min=0.0).sqrt()

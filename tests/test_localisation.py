@@ -38,7 +38,7 @@ def test_interval_is_scipys_bootstrap_of_the_mean():
     assert verdict(0.5, 0.8).startswith("avoided")
 
 
-def test_top_positions_and_the_positional_control_by_hand():
+def test_top_positions_and_the_swapped_control_by_hand():
     import torch
 
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 0, 0]])
@@ -49,10 +49,16 @@ def test_top_positions_and_the_positional_control_by_hand():
     (a, a_share), (_, b_share) = loc.modal_tops(w, mask)
     assert (a, a_share) == (1, 1.0)  # padding (9.0) never counts
     assert b_share == pytest.approx(1 / 3)
-    fixed = loc.at_position(w, mask, [1, 0])
-    # all of a's profile on index 1, mean 1 over each response's tokens: length there
-    assert fixed[0, 0].tolist() == [0.0, 4.0, 0.0, 0.0]
-    assert fixed[2, 0].tolist() == [0.0, 2.0, 0.0, 0.0]
+    # swapped: each response takes another prompt's response's profile (the only other
+    # prompt here, so the draw is forced), cut or padded with 1 to its length, mean 1 again
+    got = loc.swapped(w, mask, ["p", "q", "q"], seed=0)
+    assert got[1, 0].tolist() == pytest.approx([0.5 * 3 / 3.5, 2.0 * 3 / 3.5, 1.0 * 3 / 3.5,
+                                                0.0])
+    assert got[0, 0].tolist() in ([0.5, 2.0, 0.5, 1.0], [0.5, 1.5, 1.0, 1.0])  # padded
+    assert got[2, 0, :2].tolist() == pytest.approx([0.5 * 2 / 2.5, 2.0 * 2 / 2.5])
+    assert bool(torch.isnan(loc.swapped(w, mask, ["p", "p", "p"])).all())  # no other prompt
+    with pytest.raises(ValueError, match="@swapped"):
+        loc.parse_variant("mrtpo@position")  # retired: it could not fail
 
 
 def test_fewer_than_five_prompts_give_no_interval():
@@ -78,6 +84,9 @@ def test_variant_names():
         loc.parse_variant("mrtpo@nope")
     with pytest.raises(ValueError, match="not one"):
         loc.parse_variant("gdpo")
+    assert loc.parse_variant("copy-model@order") == ("copy-model", "loo", "order")
+    with pytest.raises(ValueError, match="only a control"):
+        loc.parse_variant("copy-model@joint")
 
 
 def test_the_control_fails_when_a_shuffled_interval_excludes_one():
@@ -140,11 +149,13 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
                    "--plugin", TOY, "--preset", "smoke", "--responses", "8", "--group-size",
                    "4", "--max-response-tokens", "10", "--output-dir", str(tmp_path),
                    "--methods", loc.DEFAULT_VARIANTS + ",p2t,p2t@joint,p2t@shuffled,p2t@placebo,"
-                   "p2t@position", "--seeds", "2"])
+                   "p2t@swapped", "--seeds", "2"])
     data = json.loads((tmp_path / "localisation-toy-spans.json").read_text())
     assert rc == (3 if data["control_failures"] else 0)
+    refs = [f"{m}{c}" for m in loc.REFERENCE_MODELS
+            for c in ("", "@placebo", "@order", "@cross", "@swapped")]
     assert data["variants"] == loc.DEFAULT_VARIANTS.split(",") + [
-        "p2t", "p2t@joint", "p2t@shuffled", "p2t@placebo", "p2t@position"]
+        "p2t", "p2t@joint", "p2t@shuffled", "p2t@placebo", "p2t@swapped"] + refs
     # two seeds' batches of 8, pooled: clusters are (seed, prompt), each seed's mean kept
     assert data["seeds"] == [0, 1] and data["facts"]["responses"] == 16
     assert set(data["facts"]["replay_s"]) == set(data["variants"])
@@ -171,8 +182,8 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
         assert joint["parity/top10"]["mean"] == pytest.approx(joint["vowels/top10"]["mean"])
     # the text controls are paired with the real replay over the same responses; the cross
     # reading puts each reward's profile under the other's name
-    assert set(data["specificity"]["placebo"]) == {"mrtpo", "p2t"}
-    assert set(data["specificity"]["order"]) == {"mrtpo"}
+    assert set(data["specificity"]["placebo"]) == {"mrtpo", "p2t", *loc.REFERENCE_MODELS}
+    assert set(data["specificity"]["order"]) == {"mrtpo", *loc.REFERENCE_MODELS}
     assert set(data["specificity"]["placebo"]["mrtpo"]) <= {
         k for k in data["results"]["mrtpo"] if k.endswith("/span_ratio")}
     assert data["results"]["mrtpo@placebo"] != data["results"]["mrtpo"]
@@ -185,7 +196,16 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     assert data["results"]["p2t"]["vowels/top10"] != data["results"]["mrtpo"]["vowels/top10"]
     md = (tmp_path / "localisation-toy-spans.md").read_text()
     assert "| parity/span_ratio |" in md and "Verdicts (mrtpo)" in md
-    assert "token overlap of the control texts with the verifier texts: " in md
+    assert "Token overlap of the placebo texts with the verifier texts: " in md
+    # every plain variant against every control it has, the reference models beside them
+    assert set(data["specificity"]["swapped"]) == {"mrtpo", "p2t", *loc.REFERENCE_MODELS}
+    assert set(data["specificity"]["cross"]) >= {"mrtpo", *loc.REFERENCE_MODELS}
+    assert "| mrtpo | parity |" in md and "| copy-model | parity |" in md
+    assert "Reference models on the same batch" in md
+    # the position model moves one position whatever the text: no text control separates it
+    for control in ("placebo", "order"):
+        d = data["specificity"][control]["position-model"]["parity/span_ratio"]
+        assert d["mean"] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_seeds_with_different_rewards_merge_over_the_seeds_that_have_each():

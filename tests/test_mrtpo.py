@@ -33,7 +33,9 @@ def test_js_distance_matches_scipy():
     for i in range(7):
         assert ours[i].item() == pytest.approx(jensenshannon(p[i], q[i]), abs=1e-7)
     same = js_from_logprobs(torch.log_softmax(logits_p, -1), torch.log_softmax(logits_p, -1))
-    assert torch.all(same.abs() < 1e-6)
+    assert torch.all(same == 0.0)  # equal distributions: exactly 0, not rounding's 1e-4
+    one = torch.log_softmax(torch.tensor([[6.0, 0.0], [0.3, 0.1]]), -1)
+    assert js_from_logprobs(one, one).tolist() == [0.0, 0.0]  # float32 too
     assert ours.max() <= math.sqrt(math.log(2)) + 1e-9
 
 

@@ -37,10 +37,21 @@ Controls:
 - ``@cross`` (specificity across rewards): each reward's profile read on the other rewards'
   spans (reward k's profile under reward k+1's name, cyclically): a profile that follows its
   own verifier is above its cross reading;
-- ``@position`` (a positional control): each reward's profile replaced by all of it on the
-  token position where its profiles peak most often; the report gives, for every variant, that
-  position and the share of responses that peak there. A span ratio the fixed position
-  reproduces measures a position, not where the reward succeeded or failed.
+- ``@swapped`` (a positional control that can fail): each response's profile replaced by the
+  profile of a response to another prompt (the same reward; cut, or padded with the uniform
+  weight, to this response's length, mean 1 again). It keeps the real profiles' spread and
+  their positional habits and loses only which response they were computed on: a profile that
+  follows where this response's span lies is above it, a profile that follows a position is
+  not. (The retired ``@position``, all credit on the most common peak index, reaches the
+  largest ratio any profile can whenever that index is in the span, so it could not fail.)
+
+Every plain variant is compared, paired over the same responses, with each control it has
+(real - control); the reference models (``lab.bench.reference_models``: a model that copies
+context tokens and one that moves one fixed position) run through the same replay and
+statistics on the same batch, so each control's report says which mechanisms it rules out.
+
+Where the profiles peak: per variant and reward, the response index most profiles have their
+largest weight on and the share of responses peaking there.
 """
 from __future__ import annotations
 
@@ -48,12 +59,20 @@ import math
 import time
 from dataclasses import fields, replace
 
+from lab.bench.positions import modal_tops, swapped  # noqa: F401 (the bench's controls)
+
 DEFAULT_VARIANTS = ("mrtpo,mrtpo@joint,mrtpo@single,mrtpo@shuffled,mrtpo@placebo,mrtpo@order,"
-                    "mrtpo@cross")
-METHODS = ("mrtpo", "p2t", "tcrm")
+                    "mrtpo@cross,mrtpo@swapped")
+REFERENCE_MODELS = ("copy-model", "position-model")  # lab.bench.reference_models
+METHODS = ("mrtpo", "p2t", "tcrm", *REFERENCE_MODELS)
 CONTROL = "shuffled"
 TEXT_CONTROLS = ("placebo", "order")  # replays with other verifier texts (lab.bench.placebo)
-CONTROLS = (CONTROL, *TEXT_CONTROLS, "cross", "position")
+PAIRED_CONTROLS = (*TEXT_CONTROLS, "cross", "swapped")  # real - control, on the same responses
+CONTROLS = (CONTROL, *PAIRED_CONTROLS)
+RETIRED = {"position": "@position (all credit on the most common peak index) was retired: "
+                       "whenever that index lies in the span it gives the largest ratio any "
+                       "profile can, so it cannot fail; use @swapped (another prompt's "
+                       "response's profile), a positional control that can"}
 MODES = ("loo", "joint", "single")
 STATS = ("span_ratio", "top10")
 RESAMPLES, SMALL = 2000, 10  # bootstrap resamples; under SMALL prompts a t-interval instead
@@ -68,16 +87,22 @@ def parse_variant(spec: str) -> tuple[str, str, str]:
     if dtype not in ("", "bf16"):
         raise ValueError(f"unknown dtype suffix in {spec}:{dtype}: only :bf16")
     name, _, mode = spec.partition("@")
+    if mode in RETIRED:
+        raise ValueError(f"{spec!r}: {RETIRED[mode]}")
     if name not in METHODS:
         raise ValueError(f"bench localisation measures the per-reward token profiles of "
                          f"{' and '.join(METHODS)}; {spec!r} is not one (e.g. mrtpo, "
-                         "mrtpo@joint, mrtpo@single, mrtpo@shuffled, p2t, p2t@shuffled)")
+                         "mrtpo@joint, mrtpo@single, mrtpo@shuffled, p2t, p2t@shuffled; reference "
+                         f"models: {', '.join(REFERENCE_MODELS)})")
     if name == "tcrm":  # no verifier text: profiles aligned (default) or abs, no placebo
         from lab.bench.tcrm_profile import parse_mode
 
         return parse_mode(spec, mode, CONTROLS)
     if mode in CONTROLS:
         return name, "loo", mode
+    if name in REFERENCE_MODELS and mode:
+        raise ValueError(f"{spec!r}: a reference model takes only a control after @ "
+                         f"({', '.join(CONTROLS)})")
     if mode not in ("",) + MODES:
         raise ValueError(f"unknown variant {spec!r}: the mode after @ is one of "
                          f"{', '.join(MODES + CONTROLS)}")
@@ -105,6 +130,14 @@ def profile_of(name: str, ctx, options, mode: str):
         from lab.bench.tcrm_profile import profile
 
         return profile(ctx, options, mode)
+    if name in REFERENCE_MODELS:  # the same leave-one-out replay, on a reference mechanism
+        from lab.bench.reference_models import reference_context
+
+        with torch.no_grad():
+            d = relevance(reference_context(ctx, name),
+                          replace(options, mrtpo_replay="loo", mrtpo_replay_all=True))
+        return d, lambda raw, shuffled, seed: mrtpo_token_weights(
+            raw, ctx.response_mask, 1.0, shuffle=shuffled, seed=seed)
     from methods import p2t
 
     opts = replace(options, p2t_contexts=mode)
@@ -162,13 +195,15 @@ def summarise(records: list[dict], seed: int = 0, prompts=None) -> dict[str, dic
     labels = list(prompts) if prompts is not None else list(range(len(records)))
     out = {}
     for key in keys:
-        kept = [(r[key], c) for r, c in zip(records, labels)
+        kept = [(r[key], c, n) for n, (r, c) in enumerate(zip(records, labels))
                 if key in r and not math.isnan(r[key])]
         if kept:
-            vals, clusters = [v for v, _ in kept], [c for _, c in kept]
+            vals, clusters = [v for v, _, _ in kept], [c for _, c, _ in kept]
             mean, low, high = interval(vals, seed, clusters=clusters)
+            # rows: which responses the values are (a control pairs on them)
             out[key] = {"n": len(vals), "prompts": len(set(clusters)), "mean": mean,
-                        "low": low, "high": high, "values": vals, "clusters": clusters}
+                        "low": low, "high": high, "values": vals, "clusters": clusters,
+                        "rows": [n for *_, n in kept]}
     return out
 
 
@@ -178,31 +213,38 @@ def pool(per_seed: dict[int, dict[str, dict]], seed: int = 0) -> dict[str, dict]
     mean of its prompt means."""
     out = {}
     for key in sorted({k for stats in per_seed.values() for k in stats}):
-        vals, clusters, means = [], [], {}
+        vals, clusters, rows, means = [], [], [], {}
         for s, stats in per_seed.items():
             if key in stats:
                 vals += stats[key]["values"]
                 clusters += [f"{s}:{c}" for c in stats[key]["clusters"]]
+                rows += [f"{s}:{n}" for n in stats[key]["rows"]]
                 means[s] = stats[key]["mean"]
         mean, low, high = interval(vals, seed, clusters=clusters)
         out[key] = {"n": len(vals), "prompts": len(set(clusters)), "mean": mean, "low": low,
-                    "high": high, "values": vals, "clusters": clusters, "seed_means": means}
+                    "high": high, "values": vals, "clusters": clusters, "rows": rows,
+                    "seed_means": means}
     return out
 
 
-def paired(real: dict, placebo: dict, seed: int = 0) -> dict[str, dict]:
-    """Per span ratio, real - placebo on the responses both have (the same responses and
-    tokens, so the difference is paired), prompt-clustered as ``summarise``."""
+def paired(real: dict, control: dict, seed: int = 0) -> dict[str, dict]:
+    """Per span ratio, real - control on the responses both have a value for (the same
+    responses and tokens, so the difference is paired; a response one side has no value for,
+    as a cross reading where the other reward is absent, is left out), prompt-clustered as
+    ``summarise``."""
     out = {}
     for key, s in real.items():
-        t = placebo.get(key)
+        t = control.get(key)
         if not key.endswith("/span_ratio") or t is None:
             continue
-        if len(s["values"]) != len(t["values"]) or s["clusters"] != t["clusters"]:
-            continue  # not the same responses (a NaN on one side): no pairing
-        diffs = [a - b for a, b in zip(s["values"], t["values"])]
-        mean, low, high = interval(diffs, seed, clusters=s["clusters"])
-        out[key] = {"n": len(diffs), "prompts": len(set(s["clusters"])), "mean": mean,
+        theirs = dict(zip(t["rows"], t["values"]))
+        both = [(v - theirs[r], c) for v, c, r in zip(s["values"], s["clusters"], s["rows"])
+                if r in theirs]
+        if not both:
+            continue
+        diffs, clusters = [d for d, _ in both], [c for _, c in both]
+        mean, low, high = interval(diffs, seed, clusters=clusters)
+        out[key] = {"n": len(diffs), "prompts": len(set(clusters)), "mean": mean,
                     "low": low, "high": high}
     return out
 
@@ -271,8 +313,8 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
         tops = modal_tops(w, ctx.response_mask)
         positions[spec] = {ctx.reward_names[k]: {"position": p, "share": share}
                            for k, (p, share) in enumerate(tops)}
-        if control == "position":  # all credit on the profile's most common top position
-            w = at_position(w, ctx.response_mask, [p for p, _ in tops])
+        if control == "swapped":  # another prompt's response's profile
+            w = swapped(w, ctx.response_mask, prompts, seed)
         if control == "cross":  # reward k's profile read on reward k+1's spans
             w = torch.roll(w, shifts=1, dims=1)
             w[torch.isnan(ctx.rewards)] = float("nan")
@@ -291,43 +333,6 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
              "generate_s": generate_s, "replay_s": timing, "control_overlap": overlap,
              "top_position": positions}
     return out, facts
-
-
-def modal_tops(w, mask) -> list[tuple[int | None, float]]:
-    """Per reward: (the response token index its profiles peak on most often, the share of
-    responses peaking there); responses without a profile (NaN) are not counted. A profile
-    that follows the verifier's span peaks in many places; one that follows a position peaks
-    at one."""
-    import torch
-
-    out = []
-    for k in range(w.shape[1]):
-        keep = ~torch.isnan(w[:, k]).any(dim=-1) & (mask.sum(dim=-1) > 0)
-        if not bool(keep.any()):
-            out.append((None, math.nan))
-            continue
-        top = torch.nan_to_num(w[keep, k]).masked_fill(~mask[keep].bool(), -1.0).argmax(dim=-1)
-        mode = int(torch.mode(top).values)
-        out.append((mode, float((top == mode).float().mean())))
-    return out
-
-
-def at_position(w, mask, positions: list[int | None]):
-    """The positional control: for each reward, every response's profile replaced by all of it
-    on that reward's position (``modal_tops``'; mean 1 over the response's tokens, as the
-    profiles are); a response shorter than that position keeps no profile (NaN)."""
-    import torch
-
-    out = torch.full_like(w, float("nan"))
-    length = mask.sum(dim=-1)
-    for k, p in enumerate(positions):
-        if p is None:
-            continue
-        for n in range(w.shape[0]):
-            if not bool(torch.isnan(w[n, k]).any()) and int(length[n]) > p:
-                out[n, k] = 0.0
-                out[n, k, p] = float(length[n])
-    return out
 
 
 def control_failures(results: dict[str, dict], seed: int = 0) -> list[str]:

@@ -7,14 +7,18 @@ import argparse
 import math
 from dataclasses import replace
 
-from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, MIN_PROMPTS, SMALL,
-                                    TEXT_CONTROLS, control_failures, paired, parse_variant, pool,
-                                    probe)
+from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, MIN_PROMPTS, PAIRED_CONTROLS,
+                                    REFERENCE_MODELS, SMALL, TEXT_CONTROLS, control_failures,
+                                    paired, parse_variant, pool, probe)
 
 WHAT_CONTROL = {
     "placebo": "the reward's own verifier text moves more credit onto its span than text of the "
                "same length with none of the verifier texts' tokens",
     "order": "the verifier text's order matters beyond its words (the same tokens, reordered)",
+    "cross": "the reward's profile puts more on its own span than the previous reward's "
+             "profile does",
+    "swapped": "the profile follows where this response's span lies, beyond the positions "
+               "the profiles favour in any response",
 }
 
 
@@ -51,17 +55,45 @@ def specificity(results: dict[str, dict], control: str) -> dict[str, dict]:
     for spec in results:
         name, mode, ctl = parse_variant(spec)
         other = f"{name}@{control}"
-        if not ctl and mode == "loo" and other in results:
+        if not ctl and mode in ("loo", "aligned") and other in results:
             out[spec] = paired(results[spec], results[other])
     return out
 
 
+def beats(d: dict) -> str:
+    """Whether a paired difference's interval lies above 0."""
+    if math.isnan(d["low"]):
+        return "no interval"
+    return "beats" if d["low"] > 0 else "fails" if d["high"] >= 0 else "below"
+
+
+def controls_table(results: dict[str, dict], specs: list[str]) -> list[str]:
+    """Per plain variant (its rows: the span ratios) and control: real - control, paired over
+    the same responses, and whether its interval is above 0."""
+    diffs = {c: specificity(results, c) for c in PAIRED_CONTROLS}
+    used = [c for c in PAIRED_CONTROLS if any(diffs[c].get(s) for s in specs)]
+    if not used:
+        return []
+    lines = ["| variant | reward (span) | real | " + " | ".join(f"real - {c}" for c in used)
+             + " |", "|---|---|---|" + "---|" * len(used)]
+    for spec in specs:
+        if not any(diffs[c].get(spec) for c in used):
+            continue
+        for key in sorted(k for k in results[spec] if k.endswith("/span_ratio")):
+            row = [cell(diffs[c][spec][key], signed=True) + f" {beats(diffs[c][spec][key])}"
+                   if key in diffs[c].get(spec, {}) else "–" for c in used]
+            lines.append(f"| {spec} | {key.rsplit('/', 1)[0]} | {cell(results[spec][key])} | "
+                         + " | ".join(row) + " |")
+    return lines
+
+
 def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> str:
-    specs = list(results)
-    keys = sorted({k for s in results.values() for k in s},
+    references = [s for s in results if parse_variant(s)[0] in REFERENCE_MODELS]
+    specs = [s for s in results if s not in references]
+    keys = sorted({k for s in specs for k in results[s]},
                   key=lambda k: (k.rsplit("/", 1)[1] != "span_ratio", k))
     lines = [what, "", f"Machine: {machine}", ""]
-    bad = control_failures(results)
+    bad = control_failures({s: results[s] for s in specs})
     if bad:
         lines += ["**CONTROL FAILED**: shuffled relevance gives span ratios whose family-wise "
                   "95 % interval excludes 1.0, so the statistic is biased: " + "; ".join(bad),
@@ -73,7 +105,8 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
               f"{facts['mean_response_tokens']:.0f} tokens on average; reward means "
               + ", ".join(f"{n} {v:.2f}" for n, v in facts["reward_means"].items())
               + f"; sampling {facts['generate_s']:.0f} s, replay "
-              + ", ".join(f"{s} {t:.0f} s" for s, t in facts["replay_s"].items()) + ".", "",
+              + ", ".join(f"{s} {t:.0f} s" for s, t in facts["replay_s"].items()
+                          if s in specs) + ".", "",
               "Mean of the prompts' means [95 % interval, resampling prompts (over several "
               f"seeds: each seed's prompts): bootstrap, Student t below {SMALL} prompts, none "
               f"below {MIN_PROMPTS}] (n responses). Span ratio: the "
@@ -82,7 +115,8 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
               "@placebo: the replay with verifier texts of the same length made of tokens no "
               "verifier text of the batch has; @order: with each verifier text's own tokens "
               "reordered; @cross: the row's span read with the previous reward's profile; "
-              "@position: all of the profile on the index where it peaks most often.", "",
+              "@swapped: each response's profile taken from a response to another prompt "
+              "(cut or padded with the uniform weight to its length).", "",
               "| reward / statistic | " + " | ".join(specs) + " |",
               "|---|" + "---|" * len(specs)]
     for key in keys:
@@ -91,29 +125,36 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
             s = results[spec].get(key)
             cells.append("–" if s is None else cell(s))
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
-    for control in TEXT_CONTROLS:
-        share = facts.get("control_overlap", {}).get(control)
-        for spec, diff in specificity(results, control).items():
-            if not diff:
-                continue
-            lines += ["", f"Specificity ({spec} - {parse_variant(spec)[0]}@{control}, span "
-                          f"ratio, paired over the same responses; above 0: "
-                          f"{WHAT_CONTROL[control]}):", ""]
+    table = controls_table(results, specs)
+    if table:
+        lines += ["", "Against each control (span ratio, real - control paired over the same "
+                      "responses; `beats`: its interval lies above 0, `fails`: it covers 0). "
+                      "Above 0 means: " + "; ".join(f"{c}: {WHAT_CONTROL[c]}"
+                                                    for c in PAIRED_CONTROLS) + ".", ""]
+        for control in TEXT_CONTROLS:
+            share = facts.get("control_overlap", {}).get(control)
             if share:
-                lines += ["- token overlap of the control texts with the verifier texts: "
-                          + ", ".join(f"{r} {v:.2f}" for r, v in share.items())]
-            lines += [f"- {k.rsplit('/', 1)[0]}: {cell(d, signed=True)}"
-                      for k, d in diff.items()]
+                lines.append(f"Token overlap of the {control} texts with the verifier texts: "
+                             + ", ".join(f"{r} {v:.2f}" for r, v in share.items()) + ".")
+        lines += [""] + table
+    ref_table = controls_table(results, references)
+    if ref_table:
+        lines += ["", "Reference models on the same batch, verifier texts and spans "
+                      "(lab/bench/reference_models.py): `copy-model` peaks where a response "
+                      "token occurs in its context (lexical copying), `position-model` moves "
+                      "one fixed response position with the context's length. A control a "
+                      "reference model beats is no evidence against its mechanism; one the "
+                      "real profile beats and the reference model fails is.", ""] + ref_table
     tops = facts.get("top_position", {})
     if tops:
         lines += ["", "Where each profile peaks most often (positional check): the response "
                       "token index most profiles have their largest weight on (0 = the first "
                       "response token; one per seed) and the share of responses peaking there. "
-                      "A profile that follows a span peaks in many places; @position puts all "
-                      "of it on that index, and a span ratio it reproduces measures a position:",
+                      "A profile that follows a span peaks in many places, one that follows a "
+                      "position at one (@swapped tests which):",
                   ""]
         for spec, by_reward in tops.items():
-            if parse_variant(spec)[2] in ("", "position") or spec == specs[0]:
+            if spec in specs and (parse_variant(spec)[2] == "" or spec == specs[0]):
                 # a reward with no profile in any batch (no within-group signal) has no peak
                 lines.append(f"- {spec}: " + "; ".join(
                     f"{r} at {_positions(t['position'])} on {t['share']:.2f}"
@@ -134,6 +175,19 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
             lines.append(f"- {key.rsplit('/', 1)[0]}: {verdict(s['low'], s['high'])}, "
                          f"{s['mean']:.2f} [{near_one(s['low'])}, {near_one(s['high'])}]")
     return "\n".join(lines) + "\n"
+
+
+def reference_variants(models: str, variants: list[str]) -> list[str]:
+    """Each reference model plain and with every paired control the variants use (all of them
+    when the variants use none), not already among ``variants``."""
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    for name in names:
+        if name not in REFERENCE_MODELS:
+            raise ValueError(f"unknown reference model {name!r}: one of "
+                             f"{', '.join(REFERENCE_MODELS)}")
+    used = [c for c in PAIRED_CONTROLS if any(parse_variant(v)[2] == c for v in variants)]
+    out = [f"{m}{'@' + c if c else ''}" for m in names for c in ("", *(used or PAIRED_CONTROLS))]
+    return [v for v in out if v not in variants]
 
 
 def _positions(at) -> str:
@@ -206,6 +260,7 @@ def bench_localisation(args: argparse.Namespace) -> int:
 
     quiet.configure_process()
     variants = [s.strip() for s in args.methods.split(",") if s.strip()]
+    variants += reference_variants(args.reference_models, variants)
     for v in variants:
         parse_variant(v)  # unknown variants fail before any model loads
     base = resolve(args.preset, overrides_from(args))
@@ -243,7 +298,7 @@ def bench_localisation(args: argparse.Namespace) -> int:
             "preset": args.preset, "config": config.to_dict(), "variants": variants,
             "seeds": seeds,
             "facts": facts, "results": results,
-            "specificity": {c: specificity(results, c) for c in TEXT_CONTROLS},
+            "specificity": {c: specificity(results, c) for c in PAIRED_CONTROLS},
             "control_failures": control_failures(results)}
     report.publish(label, data, md, args.output_dir)
     return 3 if data["control_failures"] else 0
@@ -260,9 +315,13 @@ def add_parser(which) -> None:
                    help="comma-separated variants: mrtpo or p2t, each plain or @joint, "
                         "@single, or a control: @shuffled (calibration), @placebo "
                         "(verifier texts of tokens no verifier text has), @order (their own "
-                        "tokens reordered), @cross (another reward's profile), @position (all "
-                        "of it on the most common top position); "
+                        "tokens reordered), @cross (another reward's profile), @swapped "
+                        "(another prompt's response's profile); "
                         "a :bf16 suffix replays under --update-dtype bfloat16")
+    p.add_argument("--reference-models", default=",".join(REFERENCE_MODELS),
+                   help="reference mechanisms replayed on the same batch with every paired "
+                        "control the variants use (lab/bench/reference_models.py: "
+                        f"{', '.join(REFERENCE_MODELS)}); '' for none")
     p.add_argument("--responses", type=int, default=64, help="responses to sample (G x prompts)")
     p.add_argument("--seed", type=int, default=0, help="sampling, shuffling and bootstrap seed "
                                                         "(the first, with --seeds)")

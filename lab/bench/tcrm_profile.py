@@ -8,12 +8,12 @@ def parse_mode(spec: str, mode: str, controls: tuple[str, ...]) -> tuple[str, st
     """``tcrm`` in ``bench localisation``: (``tcrm``, aligned | abs, control or "")."""
     if mode in ("placebo", "order"):
         raise ValueError(f"{spec!r}: TCRM reads no verifier text, so it has no @{mode}; its "
-                         "controls are @shuffled, @cross and @position")
+                         "controls are @shuffled, @cross and @swapped")
     if mode in controls:
         return "tcrm", "aligned", mode
     if mode not in ("", "aligned", "abs"):
         raise ValueError(f"unknown variant {spec!r}: tcrm takes @abs, @shuffled, @cross or "
-                         "@position")
+                         "@swapped")
     return "tcrm", mode or "aligned", ""
 
 
