@@ -196,3 +196,49 @@ def test_item_floor_and_items_needed():
     n = it.items_needed(c, 5.0)
     assert n is not None and it.detectable(c, 3, n) <= 5.0 < it.detectable(c, 3, n - 1)
     assert it.items_needed(c, 0.0) is None
+
+
+def test_upper_bounds_by_hand_and_never_below_the_estimate():
+    """Each mean square at its chi-square upper limit (Bonferroni over three: 0.05 / 3 each),
+    no component reduced by another: the item floor's bound is the item mean square's limit
+    over S I, also where the point estimate truncates the item component at 0."""
+    from scipy.stats import chi2
+
+    c = it.Components(0.0, 3, 20, ms_seed=30.0, ms_item=50.0, ms_res=60.0)  # item: 0 (trunc.)
+    assert c.variances()[1] == 0.0 and it.item_floor(c) < 0.05  # the residual's share only
+    u = it.upper(c)
+    a = 0.05 / 3
+    res = 60.0 * 38 / chi2.ppf(a, 38)
+    assert u.variances() == pytest.approx((30.0 * 2 / chi2.ppf(a, 2) / 20,
+                                           50.0 * 19 / chi2.ppf(a, 19) / 3, res))
+    assert it.item_floor(u) > 2.0  # the data do not rule out a floor of points, not 0
+    big = it.Components(0.0, 3, 20, ms_seed=30.0, ms_item=500.0, ms_res=60.0)
+    assert it.item_floor(it.upper(big)) > it.item_floor(big)
+    n, n_up = it.seeds_needed(big, 10.0), it.seeds_needed(it.upper(big), 10.0)
+    assert n is not None and (n_up is None or n_up >= n)  # None: more than any, or never
+    one = it.Components(0.0, 1, 20, 0.0, 40.0, 0.0)  # one seed: the paired t's variance
+    assert it.upper(one).ms_item == pytest.approx(40.0 * 19 / chi2.ppf(0.05, 19))
+
+
+def test_the_planning_rows_show_bounds_never_zero_and_cap_items_at_the_benchmark():
+    from lab.reports.aggregate import Cell, ContrastCell
+    from lab.reports.contrasts import detectable_grid
+    from lab.reports.render import Grid
+
+    ids = tuple(f"q{k}" for k in range(20))
+    ref = tuple((s, ids, tuple([50.0] * 20)) for s in range(3))
+    # one item differs on one seed: the item component truncates at 0 at the point estimate
+    row = [(s, ids, tuple([100.0 if (s, k) == (0, 3) else 50.0 for k in range(20)]))
+           for s in range(3)]
+    cell = ContrastCell.of(Cell(tuple((s, 0.0) for s in range(3)), items=tuple(row)),
+                           Cell(tuple((s, 0.0) for s in range(3)), items=ref), True, "items")
+    g = Grid("t: paired", "", [""], ["acc"], mark_best=False)
+    g.rows.append(("MRTPO", [cell]))
+    grid = detectable_grid(g, [True], sizes=[20])
+    text = {label: cells[0].note for label, cells in grid.rows}
+    floor = text["item floor: detectable with any number of seeds"]
+    assert "±0.0" not in floor and floor.startswith("0 estimated, up to ±")
+    assert "up to" in text["seeds for 5 points"]
+    assert "not reachable" in text["items for 5 points at these seeds"]
+    assert text["items for 5 points at these seeds"].startswith(
+        "not reachable (21 > the benchmark's 20), up to never at 3 seeds")

@@ -239,7 +239,9 @@ def test_contrasts_over_seeds_and_items_with_holm_and_the_detectable_difference(
     assert cell.holm == pytest.approx(min(1.0, 2 * want.p))
     assert seeds.rows[0][1][0].holm == pytest.approx(min(1.0, 2 * seeds.rows[0][1][0].p))
     c = it.components(d)
-    assert detect.rows[0][1][0].text() == f"±{it.detectable(c):.1f} (3 x 4)"
+    u = it.detectable(it.upper(c))
+    assert detect.rows[0][1][0].text() == (
+        f"±{it.detectable(c):.1f}, up to {'> 100' if u > 100 else f'±{u:.1f}'} (3 x 4)")
     assert detect.rows[0][1][2].text() == "–"
 
 
@@ -258,7 +260,7 @@ def test_a_detectable_difference_past_the_scale_says_so():
     *_, detect = contrast_grids(grid, "GDPO")
     d = [[100.0, 0.0], [0.0, -100.0], [0.0, 0.0]]
     assert it.detectable(it.components(d)) > 100
-    assert detect.rows[0][1][0].text() == "> 100 (3 x 2)"
+    assert detect.rows[0][1][0].text() == "> 100, up to > 100 (3 x 2)"
 
 
 def test_the_exact_tests_of_steps_to_threshold_know_their_smallest_p():

@@ -205,7 +205,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         body = render.Grid(grid.title, "run", [""] * len(columns), columns, higher=higher,
                            rows=[(name, cells[:-1]) for name, cells in grid.rows],
                            outcome=[m != TIME_COLUMN for m in columns])
-        for g in contrast_grids(body, ref):
+        from lab.reports.items import benchmark_items
+
+        sizes = [None if m == TIME_COLUMN else benchmark_items(task.name, m) for m in columns]
+        for g in contrast_grids(body, ref, sizes):
             print(render.markdown(g))
     return 0
 

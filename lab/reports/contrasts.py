@@ -35,7 +35,11 @@ DETECT_LEGEND = (
     "item floor is the smallest detectable difference at these items however many seeds are "
     "run (the item sample's own noise): below it only more items help, and the last row says "
     "how many would find 5 points at the table's seeds (`never`: the seeds' own noise is "
-    "larger at that many seeds).")
+    "larger at that many seeds; `not reachable`: more than the whole benchmark has). Each "
+    "figure is a point estimate from a few seeds, then `up to` the same figure at the "
+    "variance components' joint 95 % upper bounds (each mean square at its chi-square upper "
+    "limit, Bonferroni over the three, none reduced by another): what the data do not rule "
+    "out. `0 estimated`: a component truncated at 0, not a measured 0.")
 
 
 def outcome_columns(grid: Grid) -> list[bool]:
@@ -57,10 +61,12 @@ def with_holm(g: Grid, outcome: list[bool]) -> None:
         g.rows[i][1][j] = dataclasses.replace(g.rows[i][1][j], holm=a)
 
 
-def contrast_grids(grid: Grid, reference: str) -> list[Grid]:
+def contrast_grids(grid: Grid, reference: str, sizes: list[int | None] | None = None
+                   ) -> list[Grid]:
     """For a grid of per-seed cells: every other row against the ``reference`` row over seeds,
     then over seeds and items (where the cells carry per-item scores), then what the design
-    can detect. None when the reference row is absent or has no values."""
+    can detect (``sizes``: per column, the benchmark's item count). None when the reference
+    row is absent or has no values."""
     rows = dict(grid.rows)
     if reference not in rows or not any(c.values for c in rows[reference]):
         return []
@@ -87,15 +93,19 @@ def contrast_grids(grid: Grid, reference: str) -> list[Grid]:
         with_holm(g, outcome)
         out.append(g)
         if kind == "items":
-            detect = detectable_grid(g, outcome)
+            detect = detectable_grid(g, outcome, sizes)
             if detect is not None:
                 out.append(detect)
     return out
 
 
-def detectable_grid(items_grid: Grid, outcome: list[bool]) -> Grid | None:
-    """Per outcome column of an items grid: the detectable difference at its seeds and items
-    and the seeds one item's worth or 5 points would need (lab.reports.items)."""
+def detectable_grid(items_grid: Grid, outcome: list[bool],
+                    sizes: list[int | None] | None = None) -> Grid | None:
+    """Per outcome column of an items grid: the detectable difference at its seeds and items,
+    the seeds one item's worth or 5 points would need, the item floor and the items 5 points
+    would need (lab.reports.items), each a point estimate beside its upper bound
+    (``items.upper``); ``sizes``: per column, the benchmark's item count, above which more
+    items cannot be had."""
     from lab.reports import items as it
 
     cols = []
@@ -106,42 +116,52 @@ def detectable_grid(items_grid: Grid, outcome: list[bool]) -> Grid | None:
         cols.append(it.pooled(parts))
     if not any(cols):
         return None
+    sizes = sizes or [None] * len(cols)
 
     def flat(c) -> bool:  # every comparison equal on every item: nothing to size a study by
         return c is None or c.variance_of_mean()[0] <= 1e-24
 
-    def seeds(c, effect):
-        if flat(c):
-            return "–" if c is None else "no spread"
-        n = it.seeds_needed(c, effect)
-        return f"> {it.MAX_SEEDS}" if n is None else str(n)
+    def seeds(c, effect) -> str:
+        def one(x) -> str:
+            n = it.seeds_needed(x, effect)
+            return f"> {it.MAX_SEEDS}" if n is None else str(n)
+        return f"{one(c)} (up to {one(it.upper(c))})"
 
     g = Grid(items_grid.title.split(": paired")[0] + ": what these seeds and items can detect",
              "", list(items_grid.groups), list(items_grid.columns), mark_best=False,
              legend=DETECT_LEGEND)
 
-    def points(d: float, design: str) -> str:
+    def points(f, c, design: str) -> str:
         # a difference of two percentages is at most 100: past it, the number says only that
         # nothing this design could show would be detected
-        return f"> 100 ({design})" if d > 100 else f"±{d:.1f} ({design})"
+        def one(d: float) -> str:
+            return "> 100" if d > 100 else f"±{d:.1f}"
+        d, u = f(c), f(it.upper(c))
+        # a component estimated at 0 (truncated) is not a measured 0: only its bound is shown
+        estimate = "0 estimated" if round(d, 1) == 0 else one(d)
+        return f"{estimate}, up to {one(u)} ({design})"
 
-    def row(label: str, text) -> None:  # one cell per column, text(c) where c has spread
+    def row(label: str, text) -> None:  # one cell per column, text(c, j) where c has spread
         g.rows.append((label, [Cell(note="–" if c is None else "no spread" if flat(c)
-                                    else text(c)) for c in cols]))
+                                    else text(c, j)) for j, c in enumerate(cols)]))
 
-    def items(c) -> str:
-        n = it.items_needed(c, 5.0)
-        # None: the seeds' own noise at this many seeds is above 5 points, whatever the items
-        return f"never at {c.seeds} seeds" if n is None else f"{n} ({c.seeds} seeds)"
+    def items(c, j) -> str:
+        def one(x) -> str:
+            n = it.items_needed(x, 5.0)
+            # None: the seeds' own noise at this many seeds is above 5 points, whatever items
+            if n is None:
+                return f"never at {c.seeds} seeds"
+            if sizes[j] is not None and n > sizes[j]:
+                return f"not reachable ({n} > the benchmark's {sizes[j]})"
+            return str(n)
+        return f"{one(c)}, up to {one(it.upper(c))} ({c.seeds} seeds)"
 
     row("detectable (80 % power) at seeds x items",
-        lambda c: points(it.detectable(c), f"{c.seeds} x {c.items}"))
-    g.rows.append(("seeds for one item's worth", [
-        Cell(note="–" if c is None else f"{seeds(c, 100 / c.items)} ({100 / c.items:.1f} pts)")
-        for c in cols]))
-    g.rows.append(("seeds for 5 points",
-                   [Cell(note="–" if c is None else seeds(c, 5.0)) for c in cols]))
+        lambda c, j: points(it.detectable, c, f"{c.seeds} x {c.items}"))
+    row("seeds for one item's worth",
+        lambda c, j: f"{seeds(c, 100 / c.items)} ({100 / c.items:.1f} pts)")
+    row("seeds for 5 points", lambda c, j: seeds(c, 5.0))
     row("item floor: detectable with any number of seeds",
-        lambda c: points(it.item_floor(c), f"{c.items} items"))
+        lambda c, j: points(it.item_floor, c, f"{c.items} items"))
     row("items for 5 points at these seeds", items)
     return g

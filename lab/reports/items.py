@@ -19,6 +19,7 @@ difference at the table's seeds and items and the seeds a stated effect would ne
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,6 +243,63 @@ def items_needed(c: Components, effect: float, seeds: int | None = None,
     design's); None when more than ``max_items`` would be needed (the seeds' own noise at
     that many seeds is larger, or the effect is 0)."""
     return _fewest(lambda n: detectable(c, seeds or c.seeds, n), effect, max_items)
+
+
+UPPER = 0.95  # the planning figures' upper bounds: joint confidence over the mean squares
+
+
+def upper(c: Components, level: float = UPPER) -> Components:
+    """``c`` with variance components at conservative upper confidence bounds (joint ``level``):
+    each mean square at its chi-square upper limit, Bonferroni over the mean squares the
+    design has, and no component reduced by another (E[MS_seed] = ve + I vs bounds I vs,
+    E[MS_item] = ve + S vi bounds S vi, E[MS_res] = ve). A planning figure made from them
+    (seeds or items needed, the detectable difference, the item floor) is one the data do not
+    rule out; its point estimate can rest on a component truncated at 0."""
+    from dataclasses import replace
+
+    from scipy.stats import chi2
+
+    def up(ms: float, df: int, alpha: float) -> float:
+        return ms * df / float(chi2.ppf(alpha, df)) if df > 0 else ms
+
+    if c.seeds < 2:
+        return replace(c, ms_item=up(c.ms_item, c.df_item, 1 - level))
+    alpha = (1 - level) / 3
+    res = up(c.ms_res, c.df_res, alpha)
+    # variances() subtracts ms_res from the other two: added here, so each component is its
+    # own mean square's bound
+    return replace(c, ms_seed=up(c.ms_seed, c.df_seed, alpha) + res,
+                   ms_item=up(c.ms_item, c.df_item, alpha) + res, ms_res=res)
+
+
+def benchmark_items(task: str, metric: str) -> int | None:
+    """How many items ``metric`` of ``task`` scores on its whole benchmark (weight above 0);
+    None where the task has no per-item scores or its benchmark needs a data folder."""
+    weights = benchmark_weights(task, metric)
+    return len(weights) if weights else None
+
+
+def benchmark_weights(task: str, metric: str) -> tuple[float, ...]:
+    """The per-item weights (above 0) of ``metric`` over ``task``'s whole benchmark, every item
+    scored on an empty response (the weights depend on which items are scored, not on the
+    responses); () where the task has no per-item scores or its benchmark cannot be read
+    here (it needs a data folder)."""
+    return _benchmark_weights(task, metric)
+
+
+@functools.lru_cache(maxsize=None)
+def _benchmark_weights(task: str, metric: str) -> tuple[float, ...]:
+    from tasks import TASKS
+
+    t = TASKS.get(task)
+    if t.item_scores is None:
+        return ()  # no weights; and its scorer may call a judge, so it is not tried
+    try:
+        examples = t.load_eval(None)
+    except (ValueError, FileNotFoundError, OSError, ImportError):
+        return ()  # the benchmark is read from a data folder this report does not have
+    records = t.score(examples, [""] * len(examples))["items"]
+    return tuple(w for _, w in t.item_scores(records).get(metric, ()) if w > 0)
 
 
 # --- per-item scores of stored seeds ------------------------------------------------------------

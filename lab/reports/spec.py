@@ -75,6 +75,10 @@ class Spec:
     row_header: str = "Method"
     # the row (benchmark tables) or method (figures) every other is compared against
     reference: str = "GDPO"
+    # how many runs each of the paper's "mean ±std" cells averages (its text does not say; each
+    # spec says where its number comes from): the n of the intervals on the paper's own gaps
+    # (lab.reports.paper_gaps); 0 where its numbers print no std
+    paper_n: int = 0
     raw: dict = field(default_factory=dict, hash=False, compare=False)  # kind-specific keys
 
     def setting(self, name: str) -> Setting:
@@ -121,6 +125,33 @@ def _settings(path: Path, data: dict) -> tuple[Setting, ...]:
     return tuple(out)
 
 
+def _printed_stds(value: Any) -> bool:
+    """Whether a paper block holds a cell printed with its std ("70.32 ±2.54"), at any depth."""
+    if isinstance(value, str):
+        return "±" in value
+    if isinstance(value, dict):
+        return any(_printed_stds(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_printed_stds(v) for v in value)
+    return False
+
+
+def _paper_n(path: Path, data: dict) -> int:
+    """The spec's ``paper_n``: a whole number of runs, 2 or more (a std needs two), required
+    where the paper's numbers print a std, since an interval on its gaps needs it."""
+    n = data.get("paper_n")
+    if n is None:
+        if _printed_stds(data.get("paper") or {}):
+            raise _fail(path, "its paper numbers print a std (±) but it sets no paper_n: add "
+                              "paper_n = <runs per paper cell>, with a comment saying where it "
+                              "comes from")
+        return 0
+    # bool is an int in Python: `paper_n = true` would otherwise read as 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise _fail(path, f"paper_n {n!r} is not a whole number of runs, 2 or more")
+    return n
+
+
 def parse(path: Path) -> Spec:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -148,12 +179,12 @@ def parse(path: Path) -> Spec:
                               derived=c.get("derived", ""), log=c.get("log", ""),
                               settings=tuple(c.get("settings") or ())))
     known = {"title", "caption", "kind", "rows", "columns", "settings", "paper", "row_header",
-             "reference"}
+             "reference", "paper_n"}
     return Spec(name=path.stem, title=data.get("title", path.stem),
                 caption=data.get("caption", ""), kind=kind, path=path, rows=tuple(rows),
                 columns=tuple(columns), settings=_settings(path, data),
                 paper=data.get("paper") or {}, row_header=data.get("row_header", "Method"),
-                reference=data.get("reference", "GDPO"),
+                reference=data.get("reference", "GDPO"), paper_n=_paper_n(path, data),
                 raw={k: v for k, v in data.items() if k not in known})
 
 

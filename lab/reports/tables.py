@@ -3,10 +3,12 @@ specs and the stored runs (benchmark tables), the method registry (Table 8) or t
 (Table 9)."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from lab.reports.aggregate import Cell, cell, mean_of_columns
 from lab.reports.contrasts import contrast_grids  # noqa: F401  (tables' contrasts)
+from lab.reports.items import benchmark_items
 from lab.reports.plan import Plan, needs_text
 from lab.reports.render import Grid
 from lab.reports.spec import Spec, paper_cell
@@ -86,8 +88,9 @@ def item_scores(job, seed: int, metric: str) -> tuple | None:
 def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
     """One grid per model from the stored seeds of every job, each followed by its rows
     against the ``reference`` row (the spec's, GDPO by default); then one per model the paper
-    reports. A cell that cannot be made here says what it needs; a derived "mean" column is
-    the per-seed mean of the row's other cells."""
+    reports, each followed by its rows' gaps to the reference row as its printed stds allow
+    (:func:`paper_gap_grid`). A cell that cannot be made here says what it needs; a derived
+    "mean" column is the per-seed mean of the row's other cells."""
     spec, setting = plan.spec, plan.setting
     reference = reference or spec.reference
     if reference not in {r.label for r in spec.rows}:
@@ -141,7 +144,10 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
         if counts:  # the evaluation sample each seed's score is made on
             grid.title += (f", {counts[0]} items per seed" if len(counts) == 1
                            else f", {counts[0]}-{counts[-1]} items per seed")
-        grids += [grid, *contrast_grids(grid, reference)]
+        # the benchmark's own item count per column: more items than it has cannot be had
+        sizes = [None if c.derived or c.log else benchmark_items(c.task, c.metric)
+                 for c in columns]
+        grids += [grid, *contrast_grids(grid, reference, sizes)]
     paper_columns = [c for c in spec.columns if not c.settings or "paper" in c.settings]
     for model, rows in spec.paper.items():
         grid = Grid(f"The paper's numbers: {model}", spec.row_header,
@@ -153,7 +159,46 @@ def benchmark_grids(plan: Plan, reference: str | None = None) -> list[Grid]:
                 grid.rows.append((row.label, cells))
         grid.mark_best = False
         grids.append(grid)
+        gaps = paper_gap_grid(spec, model, rows, paper_columns, reference)
+        if gaps is not None:
+            grids.append(gaps)
     return grids
+
+
+def paper_gap_grid(spec: Spec, model: str, rows: dict, columns, reference: str) -> Grid | None:
+    """The paper's printed rows against its ``reference`` row, per column: the Welch interval
+    at the spec's ``paper_n``, the paired one over every correlation, the item floor and the
+    grid flag (lab.reports.paper_gaps). None where the paper prints no std to size them by or
+    no reference row."""
+    from lab.reports import paper_gaps
+    from lab.reports.paper_runs import run_items
+
+    def printed(texts: list[str]) -> list[paper_gaps.Printed | None]:
+        cells = [paper_cell(t) for t in texts]
+        return [None if c is None or math.isnan(c[1]) else
+                paper_gaps.Printed(c[0], c[1], spec.paper_n) for c in cells]
+
+    if not spec.paper_n or reference not in rows:
+        return None
+    ref = printed(rows[reference])
+    if not any(ref):
+        return None
+    # a column's item count from its benchmark, where this machine can read it (None: derived)
+    items = [run_items(c.task, c.metric) if c.task and c.metric else None for c in columns]
+    grid = Grid(f"The paper's numbers: {model} against {reference} (Welch 95 % interval at "
+                f"n = {spec.paper_n})", spec.row_header, [c.group for c in columns],
+                [c.label for c in columns], mark_best=False, legend=paper_gaps.LEGEND)
+    for row in spec.rows:
+        if row.label == reference or row.label not in rows:
+            continue
+        mine = printed(rows[row.label])
+        if not any(mine):
+            continue  # printed without a std (one run, the base model): nothing to size
+        grid.rows.append((row.label, [
+            Cell(note="–" if a is None or b is None else
+                 paper_gaps.gap(a, b, n, (row.label, reference)).text())
+            for a, b, n in zip(mine, ref, items)]))
+    return grid if grid.rows else None
 
 
 def methods_grid(spec: Spec) -> Grid:
