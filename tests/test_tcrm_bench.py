@@ -60,7 +60,8 @@ def test_tcrm_variants_in_the_localisation_bench():
     assert localisation.parse_variant("tcrm") == ("tcrm", "aligned", "")
     assert localisation.parse_variant("tcrm@abs") == ("tcrm", "abs", "")
     assert localisation.parse_variant("tcrm@shuffled") == ("tcrm", "aligned", "shuffled")
-    assert localisation.parse_variant("tcrm@position") == ("tcrm", "aligned", "position")
+    assert localisation.parse_variant("tcrm@swapped") == ("tcrm", "aligned", "swapped")
+    assert localisation.parse_variant("tcrm@cross") == ("tcrm", "aligned", "cross")
     for text_control in ("placebo", "order"):
         with pytest.raises(ValueError, match=f"no @{text_control}"):
             localisation.parse_variant(f"tcrm@{text_control}")
