@@ -149,13 +149,14 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
                    "--plugin", TOY, "--preset", "smoke", "--responses", "8", "--group-size",
                    "4", "--max-response-tokens", "10", "--output-dir", str(tmp_path),
                    "--methods", loc.DEFAULT_VARIANTS + ",p2t,p2t@joint,p2t@shuffled,p2t@placebo,"
-                   "p2t@swapped", "--seeds", "2"])
+                   "p2t@swapped,tcrm,tcrm@outcomes", "--seeds", "2"])
     data = json.loads((tmp_path / "localisation-toy-spans.json").read_text())
     assert rc == (3 if data["control_failures"] else 0)
     refs = [f"{m}{c}" for m in loc.REFERENCE_MODELS
             for c in ("", "@placebo", "@order", "@cross", "@swapped")]
     assert data["variants"] == loc.DEFAULT_VARIANTS.split(",") + [
-        "p2t", "p2t@joint", "p2t@shuffled", "p2t@placebo", "p2t@swapped"] + refs
+        "p2t", "p2t@joint", "p2t@shuffled", "p2t@placebo", "p2t@swapped", "tcrm",
+        "tcrm@outcomes"] + refs
     # two seeds' batches of 8, pooled: clusters are (seed, prompt), each seed's mean kept
     assert data["seeds"] == [0, 1] and data["facts"]["responses"] == 16
     assert set(data["facts"]["replay_s"]) == set(data["variants"])
@@ -169,7 +170,9 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     assert len(top["position"]) == 2 and 0 < top["share"] <= 1
     for spec in data["variants"]:
         stats = data["results"][spec]
-        assert {"parity/span_ratio", "vowels/top10"} <= set(stats)
+        # TCRM's profile exists only where the reward's group advantage has a sign
+        assert {"parity/span_ratio", "vowels/top10"} <= set(stats) if "tcrm" not in spec \
+            else stats
         for s in stats.values():
             assert s["n"] >= 1 and (math.isnan(s["low"]) or s["low"] <= s["mean"] <= s["high"])
     assert "too few prompts for an interval" in \
@@ -202,6 +205,9 @@ def test_the_probe_runs_every_variant_on_one_batch(tmp_path):
     assert set(data["specificity"]["cross"]) >= {"mrtpo", *loc.REFERENCE_MODELS}
     assert "| mrtpo | parity |" in md and "| copy-model | parity |" in md
     assert "Reference models on the same batch" in md
+    # TCRM against the same value model trained on outcomes shuffled within groups
+    assert set(data["specificity"]["outcomes"]) == {"tcrm"}
+    assert data["results"]["tcrm@outcomes"] != data["results"]["tcrm"]
     # the position model moves one position whatever the text: no text control separates it
     for control in ("placebo", "order"):
         d = data["specificity"][control]["position-model"]["parity/span_ratio"]

@@ -87,3 +87,33 @@ def test_tcrm_profile_is_the_allocation_shape_and_skips_pairs_without_advantage(
     w = to_weights(raw, False, 0)
     assert torch.isnan(w[:, 1]).all()  # reward b is constant in the group: no advantage
     assert torch.allclose(w[:, 0].mean(dim=-1), torch.ones(4), atol=1e-5)
+
+
+def test_the_outcomes_control_shuffles_whole_reward_rows_within_groups():
+    """TCRM's @outcomes: each group's reward rows permuted among its responses (all rewards of
+    a response move together, no row leaves its group), the tokens and the context's other
+    fields untouched; only a learned source takes it."""
+    import types
+
+    import torch
+
+    from lab.bench.tcrm_profile import shuffled_outcomes
+
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0],
+                            [5.0, 6.0], [7.0, 8.0]])
+    ctx = types.SimpleNamespace(rewards=rewards, group=torch.tensor([0, 0, 0, 0, 1, 1]),
+                                response_ids=torch.zeros(6, 3), state={"kept": 1})
+    out = shuffled_outcomes(ctx, seed=0)
+    assert out.response_ids is ctx.response_ids and out.state == {} and ctx.state == {"kept": 1}
+    assert torch.equal(ctx.rewards, rewards)  # the real outcomes are not touched
+    for group in (slice(0, 4), slice(4, 6)):
+        got = sorted(map(tuple, out.rewards[group].tolist()))
+        assert got == sorted(map(tuple, rewards[group].tolist()))
+    assert not torch.equal(out.rewards, rewards)  # seed 0 moves at least one row
+    assert torch.equal(shuffled_outcomes(ctx, seed=0).rewards, out.rewards)  # seeded
+    assert localisation.parse_variant("tcrm@outcomes") == ("tcrm", "aligned", "outcomes")
+    with pytest.raises(ValueError, match="learns nothing from outcomes"):
+        localisation.parse_variant("mrtpo@outcomes")
+    from lab.bench.localisation_report import reference_variants
+
+    assert "copy-model@outcomes" not in reference_variants("copy-model", ["tcrm@outcomes"])

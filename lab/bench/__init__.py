@@ -19,6 +19,10 @@ default (not tracked), ``--output-dir results/bench`` to refresh the committed r
   each credit source puts each reward's credit on one batch or several seeds' (span ratio,
   top-10 % share, prompt-resampled intervals; shuffled, placebo, order, cross and positional
   controls); no training.
+- ``bench credit`` (``credit.py``, the command in ``credit_report.py``): ground-truth credit
+  on tool-calling responses built to fail format, correctness or both at known tokens: each
+  credit source's mass on the deciding tokens and precision at k, prompt-resampled intervals;
+  no training.
 - ``bench p2t-exact`` (``p2t_exact.py``): P2T's first-order influences against exact token
   replacement by the null token, per null and reward.
 - ``bench tcrm`` (``tcrm.py``): a TCRM value model trained offline on a task's rollouts against
@@ -29,8 +33,8 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from lab.bench import (launch, localisation_report, p2t_exact, replay, rollout, signal, sql,
-                           step, stored, tcrm, vs_trl)
+    from lab.bench import (credit_report, launch, localisation_report, p2t_exact, replay, rollout,
+                           signal, sql, step, stored, tcrm, vs_trl)
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
     which = bench.add_subparsers(dest="bench", required=True)
@@ -41,6 +45,7 @@ def add_parser(sub) -> None:
     replay.add_parser(which)
     launch.add_parser(which)
     localisation_report.add_parser(which)
+    credit_report.add_parser(which)
     p2t_exact.add_parser(which)
     tcrm.add_parser(which)
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")

@@ -67,7 +67,9 @@ REFERENCE_MODELS = ("copy-model", "position-model")  # lab.bench.reference_model
 METHODS = ("mrtpo", "p2t", "tcrm", *REFERENCE_MODELS)
 CONTROL = "shuffled"
 TEXT_CONTROLS = ("placebo", "order")  # replays with other verifier texts (lab.bench.placebo)
-PAIRED_CONTROLS = (*TEXT_CONTROLS, "cross", "swapped")  # real - control, on the same responses
+# a learned credit source trained on its outcomes shuffled within groups (TCRM's @outcomes)
+LEARNED_CONTROLS = ("outcomes",)
+PAIRED_CONTROLS = (*TEXT_CONTROLS, "cross", "swapped", *LEARNED_CONTROLS)  # real - control
 CONTROLS = (CONTROL, *PAIRED_CONTROLS)
 RETIRED = {"position": "@position (all credit on the most common peak index) was retired: "
                        "whenever that index lies in the span it gives the largest ratio any "
@@ -98,6 +100,9 @@ def parse_variant(spec: str) -> tuple[str, str, str]:
         from lab.bench.tcrm_profile import parse_mode
 
         return parse_mode(spec, mode, CONTROLS)
+    if mode in LEARNED_CONTROLS:
+        raise ValueError(f"{spec!r}: @{mode} retrains a learned credit source (tcrm) on "
+                         f"shuffled outcomes; {name} learns nothing from outcomes")
     if mode in CONTROLS:
         return name, "loo", mode
     if name in REFERENCE_MODELS and mode:
@@ -109,10 +114,11 @@ def parse_variant(spec: str) -> tuple[str, str, str]:
     return name, mode or "loo", ""
 
 
-def profile_of(name: str, ctx, options, mode: str):
+def profile_of(name: str, ctx, options, mode: str, outcomes_seed: int | None = None):
     """[N, K, T] the variant's raw per-reward token profile, every pair computed, and the
     function that turns it into the allocation profile it trains with (mean 1 per response;
-    ``shuffled``: permuted over each response's tokens, as MRTPO's ablation)."""
+    ``shuffled``: permuted over each response's tokens, as MRTPO's ablation).
+    ``outcomes_seed``: TCRM's value model trained on the outcomes shuffled within groups."""
     import torch
 
     import methods
@@ -129,7 +135,7 @@ def profile_of(name: str, ctx, options, mode: str):
     if name == "tcrm":
         from lab.bench.tcrm_profile import profile
 
-        return profile(ctx, options, mode)
+        return profile(ctx, options, mode, outcomes_seed)
     if name in REFERENCE_MODELS:  # the same leave-one-out replay, on a reference mechanism
         from lab.bench.reference_models import reference_context
 
@@ -294,7 +300,7 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
         dtype = spec.partition(":")[2]
         t0 = time.perf_counter()
         text = control if control in TEXT_CONTROLS else ""
-        key = (name, mode, text, dtype)
+        key = (name, mode, text or control in LEARNED_CONTROLS, dtype)
         if key not in computed:
             # a text control replays the same responses with other verifier texts
             used = ctx
@@ -304,7 +310,8 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
                 used = control_context(ctx, seed, text)
                 overlap[text] = used.overlap
             with autocast("bfloat16" if dtype else "float32", *trainer.models.values()):
-                computed[key] = profile_of(name, used, trainer.options, mode)
+                computed[key] = profile_of(name, used, trainer.options, mode,
+                                           seed if control in LEARNED_CONTROLS else None)
         raw, to_weights = computed[key]
         # the profile the allocation trains with, shuffled as its ablation; a reward absent
         # from a response's prompt has no profile there (NaN: not counted)

@@ -7,9 +7,9 @@ import argparse
 import math
 from dataclasses import replace
 
-from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, MIN_PROMPTS, PAIRED_CONTROLS,
-                                    REFERENCE_MODELS, SMALL, TEXT_CONTROLS, control_failures,
-                                    paired, parse_variant, pool, probe)
+from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, LEARNED_CONTROLS, MIN_PROMPTS,
+                                    PAIRED_CONTROLS, REFERENCE_MODELS, SMALL, TEXT_CONTROLS,
+                                    control_failures, paired, parse_variant, pool, probe)
 
 WHAT_CONTROL = {
     "placebo": "the reward's own verifier text moves more credit onto its span than text of the "
@@ -19,6 +19,8 @@ WHAT_CONTROL = {
              "profile does",
     "swapped": "the profile follows where this response's span lies, beyond the positions "
                "the profiles favour in any response",
+    "outcomes": "the learned credit source learned from the outcomes, beyond the same model "
+                "trained on them shuffled within groups",
 }
 
 
@@ -185,8 +187,10 @@ def reference_variants(models: str, variants: list[str]) -> list[str]:
         if name not in REFERENCE_MODELS:
             raise ValueError(f"unknown reference model {name!r}: one of "
                              f"{', '.join(REFERENCE_MODELS)}")
-    used = [c for c in PAIRED_CONTROLS if any(parse_variant(v)[2] == c for v in variants)]
-    out = [f"{m}{'@' + c if c else ''}" for m in names for c in ("", *(used or PAIRED_CONTROLS))]
+    # a reference model learns nothing, so it has no learned controls
+    own = [c for c in PAIRED_CONTROLS if c not in LEARNED_CONTROLS]
+    used = [c for c in own if any(parse_variant(v)[2] == c for v in variants)]
+    out = [f"{m}{'@' + c if c else ''}" for m in names for c in ("", *(used or own))]
     return [v for v in out if v not in variants]
 
 
