@@ -16,34 +16,35 @@ four responses differs from it at two known places:
   float's last digit, a boolean negated), the layout intact (format 1, correctness below +3);
 - ``both``: both changes (format 0, correctness below +3).
 
-The task's own reward functions score every response, and a prompt whose group does not get
-the rewards it was built for is dropped (counted, with the reason). A response's tokens are its
-text's tokens and then the end-of-turn token, as the warm start's demonstrations are encoded and
-as the rollout engine returns a finished response; the pass context is built from them as from
-a sampled batch (``harness.train.passes.context``). The **deciding tokens** of reward k in a
-response are the tokens (``methods.mrtpo.diagnostics.token_char_spans``) that overlap the
-characters changed for k's failure; where k's place is intact, the tokens at the same characters
-of the unchanged text: the tokens whose change decides whether k passes in this group.
+The task's own rewards score every response; a prompt whose group does not get the rewards it
+was built for is dropped (counted, with the reason). A response's tokens are its text's, then
+the end-of-turn token (as the warm start encodes demonstrations and a finished rollout ends);
+the pass context is built from them as from a sampled batch (``harness.train.passes.context``).
+The **deciding tokens** of reward k in a response: the tokens (``methods.mrtpo.diagnostics.
+token_char_spans``) overlapping the characters changed for k's failure (first to last that
+differs); where k's place is intact, those at the same characters of the unchanged text.
 
-Per credit source and reward, over the responses whose advantage for the reward is nonzero (the
-reward differs within the group; here every response): the **mass ratio**, the profile's share
-on the deciding tokens over their share of the response's T tokens (1 = uniform, T/k at most),
-and **precision at k**, the share of the profile's top k tokens that are deciding tokens, k the
-number of deciding tokens (ties broken at random, in expectation), against its chance level
-k/T (``gain``: precision - chance, per response). ``:failed`` / ``:passed``: the same over the
-responses where the reward failed (its changed tokens) or passed (the intact ones).
+Per source and reward, over the responses whose advantage for the reward is nonzero (here every
+one): the **mass ratio**, the profile's share on the deciding tokens over their share of the T
+tokens (1 = uniform, T/k at most); **precision at k**, the share of the profile's k largest
+tokens that are deciding tokens (k: their number; ties shared in expectation), against chance
+k/T (``gain``: precision - chance); ``:failed`` / ``:passed``: over the responses where the
+reward failed (its changed tokens) or passed. Intervals resample prompts
+(``localisation.interval``). Precision is rare-event counting at k = 1 (the format's one token
+in ~90: no hit in 64 responses is likely at chance), which a bootstrap of prompt means cannot
+see, so its verdict is :func:`chance_test`, the same statistic against random rankings.
 
-Sources: the allocation profiles ``lab.bench.localisation.profile_of`` gives (MRTPO loo, single
-and joint; P2T loo and single; TCRM; the reference models copy-model and position-model), and
-two baselines whose expected answer is known: ``uniform`` (mass ratio 1, precision at chance)
-and ``random`` (a seeded uniform-random profile: the same in expectation).
+Sources: the allocation profiles ``lab.bench.localisation.profile_of`` gives (MRTPO loo, single,
+joint; P2T loo, single; TCRM; reference models copy-model and position-model), and baselines
+with a known answer: ``uniform`` (mass ratio 1, precision at chance) and ``random`` (a seeded
+uniform-random profile: the same in expectation).
 
-Seeds: seed i takes the i-th block of P prompts of one seeded shuffle of the training set, so no
-prompt is in two seeds; the argument each prompt changes and the random profile are seeded by
-the seed too. Different prompts rather than the same ones again, because every source but the
-random baseline is a deterministic function of the prompt and its responses (TCRM's value model
-is seeded): a repeated prompt would repeat its numbers and count twice among the (seed, prompt)
-clusters the intervals resample, narrowing them without new evidence.
+Seeds: seed i takes the i-th block of P prompts of one seeded shuffle of the training set (no
+prompt in two seeds); the changed argument and the random profile are seeded per seed.
+Different prompts rather than the same again, because every source but ``random`` is a
+deterministic function of the prompt and its responses (TCRM's value model is seeded): a
+repeated prompt would repeat its numbers and count twice among the (seed, prompt) clusters,
+narrowing the intervals without new evidence.
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ FORMAT_SITE = ("</think>", "</thing>")  # the closing think tag and its corrupti
 BASELINES = ("uniform", "random")
 DEFAULT_SOURCES = ("uniform,random,copy-model,position-model,mrtpo,mrtpo@single,mrtpo@joint,"
                    "p2t,p2t@single,tcrm")
-STATS = ("mass_ratio", "precision", "chance", "gain")
+STATS = ("mass_ratio", "precision", "chance", "gain", "k", "T")
 SIDE_STATS = ("mass_ratio", "gain")  # also split by whether the reward failed or passed
 
 
@@ -85,6 +86,8 @@ class Edit:
 
 @dataclass(frozen=True)
 class Response:
+    """One constructed response and, per reward, the characters that decide it."""
+
     kind: str  # one of KINDS
     text: str
     deciding: Mapping[str, tuple[int, int]]  # reward -> the characters that decide it
@@ -92,6 +95,8 @@ class Response:
 
 @dataclass(frozen=True)
 class Group:
+    """A prompt's four responses (``KINDS``) and the two edits they are made of."""
+
     example: Example
     edits: tuple[Edit, ...]
     responses: tuple[Response, ...]  # in KINDS order
@@ -309,6 +314,26 @@ def precision_at_k(w, deciding) -> float:
     return (hits + (k - int(above.sum())) * share_tied) / k
 
 
+def chance_test(precision: Sequence[float], k: Sequence[float], t: Sequence[float],
+                clusters: Sequence, draws: int = 20000, seed: int = 0) -> dict:
+    """The table's statistic, the mean of the prompts' mean precision at k, against its
+    distribution when a profile ranks each response's tokens at random (hits among the top k
+    hypergeometric: T tokens, k deciding, k drawn; independent responses), from ``draws``
+    seeded draws. ``low`` / ``high``: the probabilities of a value as low / as high at chance
+    (one-sided, each draw's share with one added above and below)."""
+    import numpy as np
+
+    kk, tt = np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)
+    size = {c: list(clusters).count(c) for c in set(clusters)}
+    weight = np.array([1.0 / (size[c] * len(size)) for c in clusters])  # mean of prompt means
+    null = (np.random.default_rng(seed).hypergeometric(kk, tt - kk, kk, size=(draws, len(kk)))
+            / kk) @ weight
+    seen = float(np.asarray(precision) @ weight)
+    return {"observed": seen, "chance": float(null.mean()),
+            "low": float((np.sum(null <= seen + 1e-12) + 1) / (draws + 1)),
+            "high": float((np.sum(null >= seen - 1e-12) + 1) / (draws + 1))}
+
+
 def records(w, mask, deciding, rewards, group, names: Sequence[str], failed) -> list[dict]:
     """Per response, ``<reward>/<stat>`` (and ``<reward>:failed`` / ``:passed``) over the
     rewards whose advantage is nonzero there. ``w`` [N, K, T] profiles (NaN: none),
@@ -328,7 +353,8 @@ def records(w, mask, deciding, rewards, group, names: Sequence[str], failed) -> 
                 continue
             p = precision_at_k(wk, d)
             stats = {"mass_ratio": mass_ratio(wk, d), "precision": p,
-                     "chance": int(d.sum()) / t, "gain": p - int(d.sum()) / t}
+                     "chance": int(d.sum()) / t, "gain": p - int(d.sum()) / t,
+                     "k": float(d.sum()), "T": float(t)}
             side = "failed" if bool(failed[n, k]) else "passed"
             rec.update({f"{name}/{s}": v for s, v in stats.items()})
             rec.update({f"{name}:{side}/{s}": stats[s] for s in SIDE_STATS})
@@ -369,17 +395,3 @@ def parse_sources(text: str) -> list[str]:
                              "dtype variant (bench localisation runs those); one of "
                              + DEFAULT_SOURCES)
     return out
-
-
-def draws(n_examples: int, prompts: int, seeds: int, seed: int) -> list[list[int]]:
-    """Per seed, the indices of its prompts: consecutive blocks of one shuffle of the training
-    set seeded by ``seed``, so no prompt is in two seeds."""
-    if prompts < 1:
-        raise ValueError(f"--prompts {prompts}: give 1 or more")
-    if prompts * seeds > n_examples:
-        raise ValueError(f"--prompts {prompts} x --seeds {seeds} needs {prompts * seeds} "
-                         f"distinct training prompts; the training set has {n_examples} "
-                         "usable ones")
-    order = list(range(n_examples))
-    random.Random(f"credit:{seed}").shuffle(order)
-    return [order[i * prompts:(i + 1) * prompts] for i in range(seeds)]

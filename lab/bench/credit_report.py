@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import time
 from collections import Counter
 from dataclasses import replace
 from typing import Sequence
 
-from lab.bench.credit import (BROKEN, DEFAULT_SOURCES, KINDS, REWARDS, Batch, build, draws,
+from lab.bench.credit import (BROKEN, DEFAULT_SOURCES, KINDS, REWARDS, Batch, build,
                               parse_sources, records, summarise)
 from tasks.base import Example
 
@@ -125,6 +126,20 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
+def draws(n_examples: int, prompts: int, seeds: int, seed: int) -> list[list[int]]:
+    """Per seed, the indices of its prompts: consecutive blocks of one shuffle of the training
+    set seeded by ``seed``, so no prompt is in two seeds."""
+    if prompts < 1:
+        raise ValueError(f"--prompts {prompts}: give 1 or more")
+    if prompts * seeds > n_examples:
+        raise ValueError(f"--prompts {prompts} x --seeds {seeds} needs {prompts * seeds} "
+                         f"distinct training prompts; the training set has {n_examples} "
+                         "usable ones")
+    order = list(range(n_examples))
+    random.Random(f"credit:{seed}").shuffle(order)
+    return [order[i * prompts:(i + 1) * prompts] for i in range(seeds)]
+
+
 def merged_facts(facts: Sequence[dict]) -> dict:
     """The seeds' facts as one batch's: counts summed, per-kind means weighted by the kept
     prompts, seconds summed (each seed's own stay under ``per_seed``)."""
@@ -134,9 +149,7 @@ def merged_facts(facts: Sequence[dict]) -> dict:
         return {kind: {k: sum(f[key][kind][k] * f["kept"] for f in facts) / kept
                        for k in REWARDS} for kind in KINDS}
 
-    types: Counter = Counter()
-    for f in facts:
-        types.update(f["changed_types"])
+    types = sum((Counter(f["changed_types"]) for f in facts), Counter())
     return {"drawn": sum(f["drawn"] for f in facts), "kept": kept,
             "dropped_why": dict(sum((Counter(f["dropped_why"]) for f in facts), Counter())),
             "responses": sum(f["responses"] for f in facts),
@@ -150,11 +163,9 @@ def merged_facts(facts: Sequence[dict]) -> dict:
 def uniform_failures(results: dict[str, dict]) -> list[str]:
     """The uniform baseline's statistics that are not exactly what uniform credit gives (mass
     ratio 1, precision at chance): a failure here is a fault of the statistics."""
-    stats = results.get("uniform", {})
-    bad = [f"{k} {s['mean']:.6f}" for k, s in stats.items()
-           if (k.endswith("/mass_ratio") and abs(s["mean"] - 1.0) > 1e-6)
-           or (k.endswith("/gain") and abs(s["mean"]) > 1e-6)]
-    return bad
+    return [f"{k} {s['mean']:.6f}" for k, s in results.get("uniform", {}).items()
+            if (k.endswith("/mass_ratio") and abs(s["mean"] - 1.0) > 1e-6)
+            or (k.endswith("/gain") and abs(s["mean"]) > 1e-6)]
 
 
 def _cell(s: dict | None, signed: bool = False) -> str:
@@ -163,28 +174,41 @@ def _cell(s: dict | None, signed: bool = False) -> str:
     return "–" if s is None else cell(s, signed)
 
 
-def _verdict(results: dict, reward: str) -> str:
+def chance_tests(results: dict[str, dict]) -> dict[str, dict[str, dict]]:
+    """Per source and reward, :func:`lab.bench.credit.chance_test` of its pooled responses."""
+    from lab.bench.credit import chance_test
+
+    return {src: {k: chance_test(*(stats[f"{k}/{s}"]["values"] for s in ("precision", "k", "T")),
+                                 stats[f"{k}/precision"]["clusters"])
+                  for k in REWARDS if f"{k}/precision" in stats}
+            for src, stats in results.items()}
+
+
+def _verdict(results: dict, test: dict | None, reward: str) -> str:
     from lab.bench.localisation_report import near_one
 
-    m, g = results.get(f"{reward}/mass_ratio"), results.get(f"{reward}/gain")
-    if m is None:
+    m = results.get(f"{reward}/mass_ratio")
+    if m is None or test is None:
         return f"{reward}: no response with a profile"
-    if math.isnan(m["low"]):
-        return f"{reward}: no interval (too few prompts)"
-    where = ("more than uniform" if m["low"] > 1 else "less than uniform" if m["high"] < 1
+    where = ("no interval (too few prompts)" if math.isnan(m["low"]) else "more than uniform"
+             if m["low"] > 1 else "less than uniform" if m["high"] < 1
              else "not distinguishable from uniform")
-    top = ("above chance" if g["low"] > 0 else "below chance" if g["high"] < 0
+    top = ("above chance" if test["high"] < 0.025 else "below chance" if test["low"] < 0.025
            else "not distinguishable from chance")
     return (f"{reward}: mass {where} ({m['mean']:.2f} [{near_one(m['low'])}, "
-            f"{near_one(m['high'])}]), top-k {top} ({g['mean']:+.2f} [{g['low']:+.2f}, "
-            f"{g['high']:+.2f}])")
+            f"{near_one(m['high'])}]), top-k {top} ({_hits(test)})")
+
+
+def _hits(t: dict) -> str:
+    p = [f"{x:.3f}" if x >= 0.001 else "< 0.001" for x in (t["low"], t["high"])]
+    return f"P(as low) {p[0]}, P(as high) {p[1]}"
 
 
 def markdown(results: dict[str, dict], facts: dict, what: str, command: str, machine: str,
              seeds: Sequence[int]) -> str:
     from lab.bench.localisation import MIN_PROMPTS, SMALL
 
-    sources = list(results)
+    sources, tests = list(results), chance_tests(results)
     lines = [what, "", f"Command: `{command}`", "", f"Machine: {machine}", ""]
     bad = uniform_failures(results)
     if bad:
@@ -217,21 +241,27 @@ def markdown(results: dict[str, dict], facts: dict, what: str, command: str, mac
                                        for k in REWARDS) + " |" for s in sources]
     lines += ["", "Precision at k: the share of the profile's k largest tokens that are "
                   "deciding tokens (k: their number in the response; ties shared in "
-                  "expectation), its chance level k/T, and the gain precision - chance, paired "
-                  "per response:", "",
-              "| source | " + " | ".join(f"{k} precision | {k} chance | {k} gain"
+                  "expectation), its chance level k/T, the gain precision - chance, paired "
+                  "per response, and how likely a precision as low / as high is when each "
+                  "response's tokens are ranked at random (20,000 seeded draws; the verdicts' "
+                  "test: a bootstrap cannot see a rare hit missing):", "",
+              "| source | " + " | ".join(f"{k} precision | {k} chance | {k} gain | {k} at chance"
                                        for k in REWARDS) + " |",
-              "|---|" + "---|" * (3 * len(REWARDS))]
+              "|---|" + "---|" * (4 * len(REWARDS))]
     for s in sources:
         cells = []
         for k in REWARDS:
-            chance = results[s].get(f"{k}/chance")
+            chance, test = results[s].get(f"{k}/chance"), tests[s].get(k)
             cells += [_cell(results[s].get(f"{k}/precision")),
                       "–" if chance is None else f"{chance['mean']:.3f}",
-                      _cell(results[s].get(f"{k}/gain"), signed=True)]
+                      _cell(results[s].get(f"{k}/gain"), signed=True),
+                      "–" if test is None else _hits(test)]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     lines += ["", "Mass ratio where the reward failed (the changed tokens) and where it passed "
-                  "(the intact tokens at the same characters):", "",
+                  "(the intact tokens at the same characters). A profile read from the "
+                  "next-token distribution at a token (a replay distance) sees only the tokens "
+                  "before it, so it cannot tell a changed token from the intact one in its "
+                  "place:", "",
               "| source | " + " | ".join(f"{k} failed | {k} passed" for k in REWARDS) + " |",
               "|---|" + "---|" * (2 * len(REWARDS))]
     lines += [f"| {s} | " + " | ".join(_cell(results[s].get(f"{k}:{side}/mass_ratio"))
@@ -246,10 +276,10 @@ def markdown(results: dict[str, dict], facts: dict, what: str, command: str, mac
                      for k in REWARDS for x in seeds]
             lines.append(f"| {s} | " + " | ".join("–" if c is None else f"{c:.2f}"
                                                   for c in cells) + " |")
-    lines += ["", "Verdicts (intervals against uniform mass and chance precision; the uniform "
-                  "baseline sits on both exactly, the random one covers them in about 95 % of "
-                  "runs):", ""]
-    lines += [f"- {s}: " + "; ".join(_verdict(results[s], k) for k in REWARDS)
+    lines += ["", "Verdicts (mass: its interval against 1; top-k: the chance test at "
+                  "2.5 % each side; the uniform baseline sits on both, the random one passes "
+                  "them in about 95 % of runs):", ""]
+    lines += [f"- {s}: " + "; ".join(_verdict(results[s], tests[s].get(k), k) for k in REWARDS)
               for s in sources]
     lines += ["", "Seconds per source (all seeds): " + ", ".join(
         f"{s} {t:.0f}" for s, t in facts["seconds"].items()) + "."]
@@ -261,10 +291,10 @@ def command_line(args: argparse.Namespace, config, sources: Sequence[str]) -> st
     from lab.flags import overrides_from
 
     given = {k: v for k, v in overrides_from(args).items()
-             if v not in (None, (), []) and k not in ("task", "model")}
-    extra = "".join(f" --{k.replace('_', '-')} {v}" if not isinstance(v, bool)
-                    else f" --{k.replace('_', '-')}" if v else f" --no-{k.replace('_', '-')}"
-                    for k, v in sorted(given.items()))
+             if v not in (None, (), []) and k not in ("task", "model", "preset", "seed")}
+    extra = "".join(f" --plugin {p}" for p in given.pop("plugins", ())) + "".join(
+        f" --{'' if v else 'no-'}{k.replace('_', '-')}" if isinstance(v, bool)
+        else f" --{k.replace('_', '-')} {v}" for k, v in sorted(given.items()))
     return (f"python -m harness bench credit --task {config.task.task} --preset {args.preset} "
             f"--model {config.model.model} --prompts {args.prompts} --seeds {args.seeds} "
             f"--seed {args.seed} --sources {','.join(sources)}{extra}")
@@ -319,6 +349,7 @@ def bench_credit(args: argparse.Namespace) -> int:
             "task": config.task.task, "preset": args.preset, "config": config.to_dict(),
             "sources": sources, "seeds": seeds, "prompts": args.prompts, "facts": facts,
             "per_seed": {s: f for s, (_, f) in per_seed.items()}, "results": results,
+            "chance_tests": chance_tests(results),
             "uniform_failures": uniform_failures(results)}
     report.publish(label, data, md, args.output_dir)
     return 3 if data["uniform_failures"] else 0
