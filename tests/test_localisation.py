@@ -50,11 +50,22 @@ def test_top_positions_and_the_swapped_control_by_hand():
     assert (a, a_share) == (1, 1.0)  # padding (9.0) never counts
     assert b_share == pytest.approx(1 / 3)
     # swapped: each response takes another prompt's response's profile (the only other
-    # prompt here, so the draw is forced), cut or padded with 1 to its length, mean 1 again
+    # prompt here, so the draw is forced), cut to its length, nothing added past the other's
+    # end, mean 1 again
     got = loc.swapped(w, mask, ["p", "q", "q"], seed=0)
     assert got[1, 0].tolist() == pytest.approx([0.5 * 3 / 3.5, 2.0 * 3 / 3.5, 1.0 * 3 / 3.5,
                                                 0.0])
-    assert got[0, 0].tolist() in ([0.5, 2.0, 0.5, 1.0], [0.5, 1.5, 1.0, 1.0])  # padded
+    assert got[0, 0].tolist() in (pytest.approx([0.5 * 4 / 3, 2.0 * 4 / 3, 0.5 * 4 / 3, 0.0]),
+                                  pytest.approx([0.5 * 2, 1.5 * 2, 0.0, 0.0]))
+    # a profile that is a position stays that position whatever the lengths
+    at1 = torch.zeros(3, 1, 4)
+    at1[0, 0, 1], at1[1, 0, 1], at1[2, 0, 1] = 4.0, 3.0, 2.0
+    assert torch.equal(loc.swapped(at1, mask, ["p", "q", "r"], seed=1), at1)
+    # all of the other's mass past this response's end: the uniform profile
+    late = torch.zeros(2, 1, 4)
+    late[0, 0, 3], late[1, 0, 0] = 4.0, 2.0
+    short = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    assert loc.swapped(late, short, ["p", "q"])[1, 0].tolist() == [1.0, 1.0, 0.0, 0.0]
     assert got[2, 0, :2].tolist() == pytest.approx([0.5 * 2 / 2.5, 2.0 * 2 / 2.5])
     assert bool(torch.isnan(loc.swapped(w, mask, ["p", "p", "p"])).all())  # no other prompt
     with pytest.raises(ValueError, match="@swapped"):

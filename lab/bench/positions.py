@@ -29,9 +29,11 @@ def modal_tops(w, mask) -> list[tuple[int | None, float]]:
 def swapped(w, mask, prompts: Sequence[str], seed: int = 0):
     """The swapped control, [N, K, T]: per reward, each response's profile replaced by that of
     a response to another prompt (seeded; drawn among the responses that have a profile for
-    the reward), its first tokens up to this response's length, the rest at the uniform
-    weight 1, then scaled to mean 1 over this response's tokens as the profiles are. A
-    response with no other prompt's profile to take keeps none (NaN)."""
+    the reward), its first tokens up to this response's length and nothing past that response's
+    own length (a longer response is not given mass the other profile never had: a profile
+    that is a position stays that position), then scaled to mean 1 over this response's tokens
+    as the profiles are; where none of the other profile's mass falls inside this response,
+    the uniform profile. A response with no other prompt's profile to take keeps none (NaN)."""
     import random
 
     import torch
@@ -47,10 +49,11 @@ def swapped(w, mask, prompts: Sequence[str], seed: int = 0):
             if not others:
                 continue
             m = rng.choice(others)
-            v = torch.ones(w.shape[-1], dtype=w.dtype)
+            v = torch.zeros(w.shape[-1], dtype=w.dtype)
             cut = min(length[n], length[m])
             v[:cut] = w[m, k, :cut]
-            v[length[n]:] = 0.0
             total = float(v.sum())
-            out[n, k] = v * (length[n] / total) if total > 0 else v
+            if total <= 0:  # all of its mass lay past this response's end
+                v[:length[n]], total = 1.0, float(length[n])
+            out[n, k] = v * (length[n] / total)
     return out
