@@ -332,7 +332,7 @@ def bench_credit(args: argparse.Namespace) -> int:
                for src in sources}
     facts = merged_facts([f for _, f in per_seed.values()])
     facts["wall_s"] = time.perf_counter() - t0
-    m = report.machine() | meter.stop() | _cpu()
+    m = report.machine() | meter.stop()
     label = args.label or f"credit-{config.task.task}"
     what = (f"# {label}\n\n`bench credit`: {config.task.task} (training set "
             f"{trainer.resolved.train_set.name}), preset {args.preset}, model "
@@ -341,8 +341,7 @@ def bench_credit(args: argparse.Namespace) -> int:
             "closing think tag; one argument value wrong; both) "
             f"{'at seed ' + str(args.seed) if len(seeds) == 1 else 'at each of seeds ' + ', '.join(map(str, seeds)) + ' (disjoint prompts)'}"
             f"; sources {', '.join(sources)}; {facts['wall_s']:.0f} s in all")
-    machine = (report.machine_line(m) + f"; CPU {m['cpu']}, {m['cpu_kind']}, flags "
-               + (", ".join(m["cpu_flags"]) or "none of " + ", ".join(CPU_FLAGS)))
+    machine = report.machine_line(m)
     command = command_line(args, config, sources)
     md = markdown(results, facts, what, command, machine, seeds)
     data = {"bench": "credit", "label": label, "machine": m, "command": command,
@@ -353,21 +352,6 @@ def bench_credit(args: argparse.Namespace) -> int:
             "uniform_failures": uniform_failures(results)}
     report.publish(label, data, md, args.output_dir)
     return 3 if data["uniform_failures"] else 0
-
-
-# the CPU flags a CPU bench's speed depends on (vector width, bf16 and AMX kernels)
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16", "asimd")
-
-
-def _cpu() -> dict:
-    """The CPU's name, its kind as stored runs record it, and which of ``CPU_FLAGS`` it has."""
-    from harness import provenance
-    from harness.autovalues import cpu_flags
-
-    here = provenance.machine()
-    flags = cpu_flags() or frozenset()
-    return {"cpu": here["cpu"], "cpu_kind": provenance.machine_kind(here),
-            "cpu_flags": [f for f in CPU_FLAGS if f in flags]}
 
 
 def add_parser(which) -> None:

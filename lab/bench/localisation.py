@@ -38,8 +38,8 @@ Controls:
   spans (reward k's profile under reward k+1's name, cyclically): a profile that follows its
   own verifier is above its cross reading;
 - ``@swapped`` (a positional control that can fail): each response's profile replaced by the
-  profile of a response to another prompt (the same reward; cut, or padded with the uniform
-  weight, to this response's length, mean 1 again). It keeps the real profiles' spread and
+  profile of a response to another prompt (the same reward; cut to this response's length,
+  nothing added past the other's end, mean 1 again: ``positions.swapped``). It keeps the real profiles' spread and
   their positional habits and loses only which response they were computed on: a profile that
   follows where this response's span lies is above it, a profile that follows a position is
   not. (The retired ``@position``, all credit on the most common peak index, reaches the
@@ -300,7 +300,9 @@ def probe(config, variants: list[str], seed: int = 0) -> tuple[dict, dict]:
         dtype = spec.partition(":")[2]
         t0 = time.perf_counter()
         text = control if control in TEXT_CONTROLS else ""
-        key = (name, mode, text or control in LEARNED_CONTROLS, dtype)
+        # a text or learned control computes its own profile; the others read the real one
+        key = (name, mode, control if control in TEXT_CONTROLS + LEARNED_CONTROLS else "",
+               dtype)
         if key not in computed:
             # a text control replays the same responses with other verifier texts
             used = ctx

@@ -118,7 +118,7 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
               "verifier text of the batch has; @order: with each verifier text's own tokens "
               "reordered; @cross: the row's span read with the previous reward's profile; "
               "@swapped: each response's profile taken from a response to another prompt "
-              "(cut or padded with the uniform weight to its length).", "",
+              "(cut to its length, nothing added past the other's end).", "",
               "| reward / statistic | " + " | ".join(specs) + " |",
               "|---|" + "---|" * len(specs)]
     for key in keys:

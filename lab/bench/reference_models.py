@@ -6,8 +6,9 @@ policy, on the same responses, verifier texts and spans.
   occurs anywhere in the context (the prompt with the verifier texts the replay keeps), flat
   otherwise. Its credit for a reward sits on the response tokens that also occur in that
   reward's verifier text (and nowhere else in the context): lexical copying. It beats a
-  placebo (whose tokens are none of the verifier's) and cannot beat the order control (the
-  same tokens reordered give it the same context token set).
+  placebo (whose tokens are none of the verifier's) and cannot beat the order control where
+  the reordered text encodes into the same tokens (on a BPE tokenizer some re-encode into
+  others, and it then beats that control in part: the report's token overlap says how much).
 - ``position-model``: the distribution at one fixed response position (``POSITION``) moves
   with the context's length, every other position is unaffected: any text of the same length
   moves the same credit onto the same token. It beats no control.
@@ -37,14 +38,16 @@ def _text(messages) -> str:
 
 
 class _Encoder:
-    """Context text -> its token ids (a set), encoded once per distinct text."""
+    """Context text -> (its token ids as a set, its token count), encoded once per distinct
+    text (the K + 1 contexts of a row, and every control, repeat most of them)."""
 
     def __init__(self, tokenizer):
         self.tokenizer, self.cache = tokenizer, {}
 
-    def __call__(self, text: str) -> set[int]:
+    def __call__(self, text: str) -> tuple[set[int], int]:
         if text not in self.cache:
-            self.cache[text] = set(self.tokenizer.encode(text, add_special_tokens=False))
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            self.cache[text] = (set(ids), len(ids))
         return self.cache[text]
 
 
@@ -60,7 +63,7 @@ def copy_states(response_ids, variants: Sequence[Sequence], rows: Sequence[int],
         for i, (row, messages) in enumerate(zip(rows, contexts)):
             if messages is None:
                 continue
-            seen = encode(_text(messages))
+            seen, _ = encode(_text(messages))
             ids = response_ids[row].tolist()
             h[i, :, 0] = torch.tensor([PEAK if tok in seen else 0.0 for tok in ids])
         out.append(h)
@@ -81,8 +84,7 @@ def position_states(response_ids, variants: Sequence[Sequence], rows: Sequence[i
         if position < t:
             for i, messages in enumerate(contexts):
                 if messages is not None:
-                    h[i, position, 0] = math.log1p(len(encode.tokenizer.encode(
-                        _text(messages), add_special_tokens=False)))
+                    h[i, position, 0] = math.log1p(encode(_text(messages))[1])
         out.append(h)
     return out
 

@@ -13,22 +13,35 @@ from pathlib import Path
 BENCH_DIR = Path("runs") / "bench"
 
 
+# the CPU flags a CPU bench's speed depends on (vector width, bf16 and AMX kernels)
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16", "asimd")
+
+
 def machine() -> dict:
-    """Cores, threads, torch and the device: what a bench number depends on."""
+    """Cores, threads, torch, the device and the CPU (its name, its kind as stored runs record
+    it, and which of ``CPU_FLAGS`` it has): what a bench number depends on."""
     import torch
 
+    from harness import provenance
+    from harness.autovalues import cpu_flags
     from harness.results import git_commit
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    here, flags = provenance.machine(), cpu_flags() or frozenset()
     return {"cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "device": device, "platform": platform.platform(),
             "python": platform.python_version(), "git_commit": git_commit(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu": here["cpu"],
+            "cpu_kind": provenance.machine_kind(here),
+            "cpu_flags": [f for f in CPU_FLAGS if f in flags]}
 
 
 def machine_line(m: dict) -> str:
     line = (f"{m['cores']} cores, {m['torch_threads']} torch threads, torch {m['torch']}, "
             f"{m['device']}, commit {m['git_commit']}, {m['date']}")
+    if "cpu_flags" in m:  # reports made before the CPU was recorded have none
+        line += (f"; CPU {m['cpu']}, {m['cpu_kind']}, flags "
+                 + (", ".join(m["cpu_flags"]) or "none of " + ", ".join(CPU_FLAGS)))
     if "other_cpu_share" in m:
         line += (f"; other processes used {100 * m['other_cpu_share']:.1f} % of the CPUs during "
                  f"the run (load average {m['loadavg_before']:.2f} before, "

@@ -9,7 +9,7 @@ def parse_mode(spec: str, mode: str, controls: tuple[str, ...]) -> tuple[str, st
     if mode in ("placebo", "order"):
         raise ValueError(f"{spec!r}: TCRM reads no verifier text, so it has no @{mode}; its "
                          "controls are @shuffled, @cross, @swapped and @outcomes")
-    if mode in controls or mode == "outcomes":
+    if mode in controls:
         return "tcrm", "aligned", mode
     if mode not in ("", "aligned", "abs"):
         raise ValueError(f"unknown variant {spec!r}: tcrm takes @abs, @shuffled, @cross, @swapped "

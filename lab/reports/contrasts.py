@@ -117,35 +117,38 @@ def detectable_grid(items_grid: Grid, outcome: list[bool],
     if not any(cols):
         return None
     sizes = sizes or [None] * len(cols)
+    uppers = [None if c is None else it.upper(c) for c in cols]  # each column's bounds, once
 
     def flat(c) -> bool:  # every comparison equal on every item: nothing to size a study by
         return c is None or c.variance_of_mean()[0] <= 1e-24
 
-    def seeds(c, effect) -> str:
+    def seeds(c, u, effect) -> str:
         def one(x) -> str:
             n = it.seeds_needed(x, effect)
             return f"> {it.MAX_SEEDS}" if n is None else str(n)
-        return f"{one(c)} (up to {one(it.upper(c))})"
+        return f"{one(c)} (up to {one(u)})"
 
     g = Grid(items_grid.title.split(": paired")[0] + ": what these seeds and items can detect",
              "", list(items_grid.groups), list(items_grid.columns), mark_best=False,
              legend=DETECT_LEGEND)
 
-    def points(f, c, design: str) -> str:
+    def points(f, c, u, design: str) -> str:
         # a difference of two percentages is at most 100: past it, the number says only that
         # nothing this design could show would be detected
         def one(d: float) -> str:
             return "> 100" if d > 100 else f"±{d:.1f}"
-        d, u = f(c), f(it.upper(c))
+        d, u = f(c), f(u)
         # a component estimated at 0 (truncated) is not a measured 0: only its bound is shown
         estimate = "0 estimated" if round(d, 1) == 0 else one(d)
         return f"{estimate}, up to {one(u)} ({design})"
 
-    def row(label: str, text) -> None:  # one cell per column, text(c, j) where c has spread
+    def row(label: str, text) -> None:  # one cell per column, text(c, its bounds, j) where c
+        # has spread
         g.rows.append((label, [Cell(note="–" if c is None else "no spread" if flat(c)
-                                    else text(c, j)) for j, c in enumerate(cols)]))
+                                    else text(c, u, j)) for j, (c, u) in
+                               enumerate(zip(cols, uppers))]))
 
-    def items(c, j) -> str:
+    def items(c, u, j) -> str:
         def one(x) -> str:
             n = it.items_needed(x, 5.0)
             # None: the seeds' own noise at this many seeds is above 5 points, whatever items
@@ -154,14 +157,14 @@ def detectable_grid(items_grid: Grid, outcome: list[bool],
             if sizes[j] is not None and n > sizes[j]:
                 return f"not reachable ({n} > the benchmark's {sizes[j]})"
             return str(n)
-        return f"{one(c)}, up to {one(it.upper(c))} ({c.seeds} seeds)"
+        return f"{one(c)}, up to {one(u)} ({c.seeds} seeds)"
 
     row("detectable (80 % power) at seeds x items",
-        lambda c, j: points(it.detectable, c, f"{c.seeds} x {c.items}"))
+        lambda c, u, j: points(it.detectable, c, u, f"{c.seeds} x {c.items}"))
     row("seeds for one item's worth",
-        lambda c, j: f"{seeds(c, 100 / c.items)} ({100 / c.items:.1f} pts)")
-    row("seeds for 5 points", lambda c, j: seeds(c, 5.0))
+        lambda c, u, j: f"{seeds(c, u, 100 / c.items)} ({100 / c.items:.1f} pts)")
+    row("seeds for 5 points", lambda c, u, j: seeds(c, u, 5.0))
     row("item floor: detectable with any number of seeds",
-        lambda c, j: points(it.item_floor, c, f"{c.items} items"))
+        lambda c, u, j: points(it.item_floor, c, u, f"{c.items} items"))
     row("items for 5 points at these seeds", items)
     return g

@@ -257,10 +257,11 @@ def upper(c: Components, level: float = UPPER) -> Components:
     rule out; its point estimate can rest on a component truncated at 0."""
     from dataclasses import replace
 
-    from scipy.stats import chi2
+    from scipy.special import chdtri  # scipy.stats' chi2.ppf(a, df) = chdtri(df, 1 - a),
+    # without importing scipy.stats (about a second of every render)
 
     def up(ms: float, df: int, alpha: float) -> float:
-        return ms * df / float(chi2.ppf(alpha, df)) if df > 0 else ms
+        return ms * df / float(chdtri(df, 1 - alpha)) if df > 0 else ms
 
     if c.seeds < 2:
         return replace(c, ms_item=up(c.ms_item, c.df_item, 1 - level))
@@ -284,22 +285,25 @@ def benchmark_weights(task: str, metric: str) -> tuple[float, ...]:
     scored on an empty response (the weights depend on which items are scored, not on the
     responses); () where the task has no per-item scores or its benchmark cannot be read
     here (it needs a data folder)."""
-    return _benchmark_weights(task, metric)
+    return _benchmark_weights(task).get(metric, ())
 
 
 @functools.lru_cache(maxsize=None)
-def _benchmark_weights(task: str, metric: str) -> tuple[float, ...]:
+def _benchmark_weights(task: str) -> dict[str, tuple[float, ...]]:
+    """Every metric's weights of ``task``'s benchmark, scored once per task (a table's columns
+    are several metrics of one benchmark)."""
     from tasks import TASKS
 
     t = TASKS.get(task)
     if t.item_scores is None:
-        return ()  # no weights; and its scorer may call a judge, so it is not tried
+        return {}  # no weights; and its scorer may call a judge, so it is not tried
     try:
         examples = t.load_eval(None)
     except (ValueError, FileNotFoundError, OSError, ImportError):
-        return ()  # the benchmark is read from a data folder this report does not have
+        return {}  # the benchmark is read from a data folder this report does not have
     records = t.score(examples, [""] * len(examples))["items"]
-    return tuple(w for _, w in t.item_scores(records).get(metric, ()) if w > 0)
+    return {metric: tuple(w for _, w in pairs if w > 0)
+            for metric, pairs in t.item_scores(records).items()}
 
 
 # --- per-item scores of stored seeds ------------------------------------------------------------
