@@ -91,6 +91,31 @@ def test_a_real_tokenizers_placebo_shares_no_token_after_encoding_again():
     assert spec not in made[0].messages[0]["content"]
 
 
+@pytest.mark.model
+def test_a_real_tokenizers_order_text_keeps_every_token_after_encoding_again():
+    """SmolLM2's BPE merges across some joins of reordered words (a space run before a newline,
+    a first word without its space): the order text is another order of the words whose
+    encoding has exactly the verifier text's tokens, each as often."""
+    from collections import Counter
+
+    from harness.models import load_tokenizer
+
+    tok = load_tokenizer("tiny-random")
+    schema = ("CREATE TABLE authors (\n  author_id INTEGER PRIMARY KEY,\n  name TEXT NOT NULL"
+              ",\n  birth_year INTEGER\n);\n\nCREATE TABLE books (\n  book_id INTEGER,\n  "
+              "FOREIGN KEY (author_id) REFERENCES authors(author_id)\n);")
+    batch = [Example(id="q", reference="", messages=({"role": "user", "content": schema},),
+                     verifier_info=(VerifierInfo("executable", schema, False),
+                                    VerifierInfo("format", "<think>...</think> <answer>", True)))]
+    made, kept = control_examples(batch, tok, seed=3, kind="order")
+    assert kept == {"executable": 1.0, "format": 1.0}
+    for a, b in zip(made[0].verifier_info, batch[0].verifier_info):
+        assert a.text != b.text
+        assert Counter(tok.encode(a.text, add_special_tokens=False)) == \
+            Counter(tok.encode(b.text, add_special_tokens=False))
+    assert made[0].messages[0]["content"] == made[0].info_for("executable").text
+
+
 class CopyContext:
     """A model that reads its verifier text: the next-token distribution of response token t is
     peaked on that token when its word is in the context, flat otherwise (head: identity)."""

@@ -136,8 +136,11 @@ def markdown(results: dict[str, dict], facts: dict, what: str, machine: str) -> 
         for control in TEXT_CONTROLS:
             share = facts.get("control_overlap", {}).get(control)
             if share:
-                lines.append(f"Token overlap of the {control} texts with the verifier texts: "
-                             + ", ".join(f"{r} {v:.2f}" for r, v in share.items()) + ".")
+                what = ("Tokens of its own verifier text each order text keeps (encoded "
+                        "again, each as often)" if control == "order" else
+                        f"Token overlap of the {control} texts with the verifier texts")
+                lines.append(f"{what}: " + ", ".join(f"{r} {v:.2f}" for r, v in share.items())
+                             + ".")
         lines += [""] + table
     ref_table = controls_table(results, references)
     if ref_table:

@@ -9,9 +9,11 @@ text's credit with a control's.
   on the same database, say), so credit that follows it is credit for *some* text standing
   there, not for the verifier's information. Its token overlap with the verifier texts is
   measured after the text is encoded again (``overlap``) and is 0 by construction.
-- ``order`` (an order control): each verifier text's own tokens in a seeded random order: the
-  same words, no sentence. It keeps every token of the verifier, so it measures what the
-  words' order adds, not whether the verifier's information matters.
+- ``order`` (an order control): each verifier text's own words in a seeded random order: the
+  same words, no sentence. It keeps every token of the verifier after the text is encoded
+  again (``reordered``: on a BPE tokenizer a word moved next to another can merge into other
+  tokens, so only an order whose encoding has the same tokens is taken), so it measures what
+  the words' order adds, not whether the verifier's information matters.
 
 A specific profile's span ratio is above 1 with the real text and covers 1 with the placebo.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
+from collections import Counter
 from typing import Sequence
 
 from tasks.base import Example
@@ -36,6 +39,7 @@ NEUTRAL = (
     "Children cross the old stone bridge on their way to school, counting the ducks beneath "
     "it, while the church clock strikes each quarter hour a little late.")
 RETRIES = 8  # offsets tried where a cut last word encodes into a banned token
+ORDER_TRIES = 64  # orders tried for one text before the one keeping most of its tokens is taken
 
 
 def same_length(source: list[int], length: int) -> list[int]:
@@ -83,6 +87,66 @@ def disjoint_text(length: int, banned: set[int], tokenizer, rng: random.Random,
                      "texts; the placebo cannot be made without their words")
 
 
+def word_units(ids: list[int], tokenizer) -> list[list[int]]:
+    """``ids`` cut into words: a word starts at a token whose text starts with white space
+    (or at the first token), so that a word keeps the tokens it has inside a sentence."""
+    units: list[list[int]] = []
+    for i in ids:
+        piece = tokenizer.decode([i])
+        if not units or piece[:1].isspace():
+            units.append([i])
+        else:
+            units[-1].append(i)
+    return units
+
+
+def kept_share(ids: list[int], own: list[int]) -> float:
+    """The share of ``own``'s tokens that ``ids`` has (as a multiset; 1 only for the same
+    tokens, each as often)."""
+    return (sum((Counter(ids) & Counter(own)).values()) / max(len(ids), len(own))
+            if own else 1.0)
+
+
+def _chained(units: list[list[int]], tokenizer, rng: random.Random) -> list[list[int]]:
+    """``units`` in a random order built word by word: each next word the first (in a shuffled
+    order) whose text after the last word's encodes into the two words' own tokens (a BPE
+    tokenizer merges across some joins, a space run with a newline, say); any word where none
+    does."""
+    pool, out = rng.sample(units, len(units)), []
+    while pool:
+        pick = 0
+        if out:
+            for k, u in enumerate(pool):
+                if tokenizer.encode(tokenizer.decode(out[-1] + u),
+                                    add_special_tokens=False) == out[-1] + u:
+                    pick = k
+                    break
+        out.append(pool.pop(pick))
+    return out
+
+
+def reordered(own: list[int], tokenizer, rng: random.Random, tries: int = ORDER_TRIES) -> str:
+    """``own``'s words in a random order other than its own whose text, encoded again, has
+    exactly ``own``'s tokens (``_chained``); words first, then single tokens where no order of
+    the words keeps them (a text of one word, tags that merge across a join); where no order
+    tried keeps every token, the one keeping most (the report gives the share kept)."""
+    best, best_share = None, -1.0
+    for units in (word_units(own, tokenizer), [[i] for i in own]):
+        if len({tuple(u) for u in units}) < 2:
+            continue  # one word, or one word repeated: no other order of these
+        for _ in range(tries):
+            order = _chained(units, tokenizer, rng)
+            if order == units:
+                continue  # the text itself is no control
+            text = tokenizer.decode([i for u in order for i in u])
+            share = kept_share(tokenizer.encode(text, add_special_tokens=False), own)
+            if share == 1.0:
+                return text
+            if share > best_share:
+                best, best_share = text, share
+    return best if best is not None else tokenizer.decode(own)
+
+
 def neutral_words() -> list[str]:
     """``NEUTRAL``'s words, each with the space before it (so that a word's tokens are the
     ones it has inside a sentence)."""
@@ -109,7 +173,7 @@ def placebo_texts(examples: Sequence[Example], tokenizer, seed: int = 0, kind: s
                 continue
             own = tokenizer.encode(info.text, add_special_tokens=False)
             out[(ex.id, info.text)] = (
-                tokenizer.decode(rng.sample(own, len(own))) if kind == "order"
+                reordered(own, tokenizer, rng) if kind == "order"
                 else disjoint_text(len(own), banned, tokenizer, rng, kept))
     return out
 
@@ -119,7 +183,8 @@ def control_examples(examples: Sequence[Example], tokenizer, seed: int = 0,
                      ) -> tuple[list[Example], dict[str, float]]:
     """The examples with every verifier text replaced by its control text (in the prompt too,
     where the text is in the prompt), one per response as given; and per reward, the mean
-    token overlap of its control texts with the batch's verifier texts."""
+    token overlap of its control texts with the batch's verifier texts (``order``: the share of
+    its own text's tokens each order text keeps, ``kept_share``)."""
     banned = verifier_tokens(examples, tokenizer)
     texts = placebo_texts(examples, tokenizer, seed, kind, source, banned)
     made: dict[str, Example] = {}
@@ -128,8 +193,11 @@ def control_examples(examples: Sequence[Example], tokenizer, seed: int = 0,
         messages = [dict(m) for m in ex.messages]
         done: set[str] = set()
         for info in ex.verifier_info:
-            shares.setdefault(info.reward, []).append(
-                overlap(texts[(ex.id, info.text)], banned, tokenizer))
+            fake = texts[(ex.id, info.text)]
+            shares.setdefault(info.reward, []).append(  # order: its own tokens, each as often
+                kept_share(tokenizer.encode(fake, add_special_tokens=False),
+                           tokenizer.encode(info.text, add_special_tokens=False))
+                if kind == "order" else overlap(fake, banned, tokenizer))
             if info.privileged or info.text in done:
                 continue
             for m in messages:
