@@ -312,6 +312,10 @@ def bench_credit(args: argparse.Namespace) -> int:
 
     quiet.configure_process()
     sources = parse_sources(args.sources)  # unknown sources fail before any model loads
+    if args.responses == "policy":
+        from lab.bench.credit_policy import bench_policy
+
+        return bench_policy(args, sources)
     base = resolve(args.preset, overrides_from(args))
     config = replace(base, seed=args.seed,
                      method=method_config("mrtpo", {"mrtpo_replay_all": True}, base.method))
@@ -375,7 +379,13 @@ def add_parser(which) -> None:
                         "profiles as bench localisation names them (mrtpo, mrtpo@single, "
                         "mrtpo@joint, p2t, p2t@single, p2t@joint, tcrm, tcrm@abs, copy-model, "
                         "position-model)")
-    p.add_argument("--label", default="", help="report name (default credit-<task>)")
+    p.add_argument("--responses", choices=("constructed", "policy"), default="constructed",
+                   help="constructed: the groups built to fail at known tokens; policy: the "
+                        "policy's own sampled responses (--prompts x G per seed), each failed "
+                        "format read at the token a prefix-viability oracle finds decided it "
+                        "(lab/bench/credit_policy.py)")
+    p.add_argument("--label", default="",
+                   help="report name (default credit-<task>, credit-<task>-policy)")
     p.add_argument("--output-dir", default=None,
                    help="default: runs/bench/ (results/bench refreshes the committed reports)")
     add_config_flags(p, only=("task", "model", "warm_start", "micro_batch_size", "data_dir",

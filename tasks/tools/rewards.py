@@ -72,25 +72,27 @@ def gold_output(example: Example) -> str:
     )
 
 
+def format_layout(gold: str) -> tuple[re.Pattern, tuple[str, ...]]:
+    """The layout regex the gold answer's tags call for, and the tags that must occur exactly
+    once (see module doc)."""
+    has_call, has_response = CALL_OPEN in gold, "<response>" in gold
+    if has_response and not has_call:
+        return _ONLY_RESPONSE, ("<response>", "</response>")
+    if has_call and not has_response:
+        return _ONLY_CALL, (CALL_OPEN, CALL_CLOSE)
+    if has_call and has_response:
+        return _CALL_AND_RESPONSE, (CALL_OPEN, CALL_CLOSE, "<response>", "</response>")
+    # Gold with neither tag: rlla.py only asks for a think span, with no counts.
+    return _ONLY_THINK, ()
+
+
 def format_score(gold: str, response: str) -> float:
     """1.0 when the response has the layout of the gold answer, else 0.0 (see module doc)."""
     text = assistant_text(response)
-    has_call, has_response = CALL_OPEN in gold, "<response>" in gold
+    pattern, once = format_layout(gold)
     # The tag counts are checked before the regex (rlla.py checks them after); the result is the
     # same and it keeps the regex away from pathological inputs that already fail the counts.
-    if has_response and not has_call:
-        ok = (text.count("<response>") == 1 and text.count("</response>") == 1
-              and _ONLY_RESPONSE.search(text) is not None)
-    elif has_call and not has_response:
-        ok = (text.count(CALL_OPEN) == 1 and text.count(CALL_CLOSE) == 1
-              and _ONLY_CALL.search(text) is not None)
-    elif has_call and has_response:
-        ok = (text.count(CALL_OPEN) == 1 and text.count(CALL_CLOSE) == 1
-              and text.count("<response>") == 1 and text.count("</response>") == 1
-              and _CALL_AND_RESPONSE.search(text) is not None)
-    else:
-        # Gold with neither tag: rlla.py only asks for a think span, with no counts.
-        ok = _ONLY_THINK.search(text) is not None
+    ok = all(text.count(tag) == 1 for tag in once) and pattern.search(text) is not None
     return FORMAT_HI if ok else FORMAT_LO
 
 
