@@ -78,7 +78,7 @@ def test_a_dead_certificate_is_never_followed_by_a_passing_continuation():
 @pytest.mark.model
 def test_policy_responses_are_read_at_their_deciding_token(tmp_path):
     """A real tokenizer's responses (one passing, one failing at its first token, one stopped
-    before the layout ends): each one's deciding token, the mask the statistics read, and the
+    before the layout ends, the same cut at the token limit): each one's deciding token, the mask the statistics read, and the
     bench end to end on a tiny model (every prefix certified)."""
     import json
     from types import SimpleNamespace
@@ -93,21 +93,23 @@ def test_policy_responses_are_read_at_their_deciding_token(tmp_path):
     tok = load_tokenizer("tiny-random")
     texts = [CALL, "Sure. " + CALL, CALL[:CALL.index("\n</tool_call>")]]
     ids = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in texts]
+    texts.append(texts[2])
+    ids.append(ids[2][:-1])  # the same text cut at the token limit: no end-of-turn token
     width = max(map(len, ids))
     ctx = SimpleNamespace(
-        examples=[Example(id="p", messages=(), reference=CALL)] * 3, tokenizer=tok,
+        examples=[Example(id="p", messages=(), reference=CALL)] * 4, tokenizer=tok,
         response_ids=torch.tensor([i + [tok.pad_token_id] * (width - len(i)) for i in ids]),
         response_mask=torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i in ids]),
-        rewards=torch.tensor([[1.0, 3.0], [0.0, 3.0], [0.0, -3.0]]),
+        rewards=torch.tensor([[1.0, 3.0], [0.0, 3.0], [0.0, -3.0], [0.0, -3.0]]),
         reward_names=("format", "correctness"), texts=texts)
     found = decisions(ctx)
-    assert [d["where"] for d in found] == ["passed", "early", "end"]
+    assert [d["where"] for d in found] == ["passed", "early", "end", "cut"]
     assert found[1]["index"] == 0 and sum(d["unknown"] for d in found) == 0
     mask = deciding_mask(ctx, found)
     assert mask[0].sum() == 0
     assert mask[1, :, 0].tolist() == [True, True, False]  # failed, early, end
     assert mask[2, :, len(ids[2]) - 1].tolist() == [True, False, True]  # its last token
-    assert int(mask.sum()) == 4
+    assert int(mask.sum()) == 4  # the cut response has none
 
     rc = cli.main(["bench", "credit", "--responses", "policy", "--model", "tiny-random", "--task",
                    "bfcl", "--preset", "smoke", "--prompts", "2", "--seeds", "2",

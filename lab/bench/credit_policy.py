@@ -3,7 +3,8 @@ tool-calling responses. The policy samples a batch as at a training step (``benc
 localisation``'s batch, warm-started where the preset says), the prefix-viability oracle
 (``lab.bench.viability``) finds in every response the token that decided its format: for a
 failure, the first token after which no continuation can pass (``early``), or, where every
-prefix stays viable, the last token, the failure decided by stopping (``end``); every prefix
+prefix stays viable, the last token, the failure decided by stopping (``end``; a response
+cut at the token limit, ``cut``, has no deciding token and is not read); every prefix
 of every response is certified against the checker (a disagreement raises; prefixes neither
 certified are counted). Each credit source's format profile is then read at that token with
 ``bench credit``'s statistics (mass ratio, precision at k = 1 against chance), over the failed
@@ -44,6 +45,8 @@ def decisions(ctx) -> list[dict]:
                         "tokens": t, "where": None, "index": None, "unknown": 0})
             continue
         got = decided_at(gold_output(ex), pieces, passed)
+        if got["where"] == "end" and ids[-1] not in special:
+            got["where"] = "cut"  # at the token limit: no token of the model's decided it
         out.append(got | {"tokens": t, "skipped": None})
     return out
 
@@ -141,7 +144,8 @@ def markdown(results: dict, facts: dict, what: str, command: str, machine: str) 
              f"{facts['responses']} responses, {facts['mean_tokens']:.0f} tokens on average: "
              f"format passed {where.get('passed', 0)}, failed {where.get('early', 0)} at a token "
              f"(the first dead prefix) and {where.get('end', 0)} at the end (every prefix "
-             f"viable: stopped before the layout was complete); skipped "
+             f"viable: stopped before the layout was complete), {where.get('cut', 0)} cut at "
+             "the token limit with every prefix viable (not read); skipped "
              f"{where.get('skipped', 0)}"
              + "".join(f" ({n} x {w})" for w, n in facts["skipped_why"].items())
              + f". Prefixes certified: {facts['prefixes'] - facts['unknown_prefixes']} of "
