@@ -62,6 +62,16 @@ def test_the_order_control_keeps_every_verifier_token():
         placebo_texts(batch, tok, kind="scrambled")
 
 
+def test_an_order_text_with_no_other_order_scores_zero():
+    tok = WordTokenizer()
+    batch = [dataclasses.replace(example(0), verifier_info=(
+        VerifierInfo("name", "alpha", privileged=True),
+        VerifierInfo("format", "the the", privileged=False)))]
+    order, kept = control_examples(batch, tok, seed=0, kind="order")
+    assert order[0].info_for("name").text == "alpha"  # the text itself: no control made
+    assert kept == {"name": 0.0, "format": 0.0}
+
+
 def test_no_word_left_outside_the_verifier_texts_is_a_clear_error():
     tok, batch = WordTokenizer(), [example(0)]
     with pytest.raises(ValueError, match="no words left outside"):

@@ -50,6 +50,17 @@ def test_the_deciding_token_of_a_failure_and_of_a_stop():
         decided_at(CALL, stopped, True)
 
 
+def test_a_chat_marker_is_never_made_or_read_as_text():
+    """The checker cuts at chat markers: a witness that would complete one is not tried (so a
+    prefix ending in a marker's start is certified by the rest alone), and a response holding
+    one as plain text is not read."""
+    cut = "<think>x</think>\n<response>x</response><|im_end|"
+    assert state(REPLY, cut) == "dead"  # '>' would make a marker: not a continuation here
+    assert state(CALL, "<think>a <|im_start|>assistant\n") == "unknown"
+    with pytest.raises(ValueError, match="chat marker"):
+        decided_at(REPLY, ["<think>x</think>\n<response>x</response>", "<|", "im_end|>"], True)
+
+
 def test_every_prefix_of_a_passing_response_is_certified_viable():
     for gold in (CALL, REPLY, THINK):
         text = gold.replace(">r<", ">reason about it<")

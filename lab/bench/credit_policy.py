@@ -27,7 +27,7 @@ REWARD = "format"
 def decisions(ctx) -> list[dict]:
     """Per response of the pass context: the oracle's ``decided_at`` on its tokens, with
     ``tokens`` (its length) and ``skipped`` (why it is not read, or None)."""
-    from lab.bench.viability import decided_at
+    from lab.bench.viability import decided_at, has_marker
     from methods.mrtpo.diagnostics import token_char_spans
     from tasks.tools.rewards import gold_output
 
@@ -40,9 +40,14 @@ def decisions(ctx) -> list[dict]:
         joined, ranges = token_char_spans(ctx.tokenizer, [i for i in ids])
         pieces = ["" if i in special else joined[a:b] for i, (a, b) in zip(ids, ranges)]
         passed = float(ctx.rewards[n, k]) > 0.5
-        if "".join(pieces).strip() != ctx.texts[n].strip():
-            out.append({"skipped": "its tokens decoded one by one differ from its text",
-                        "tokens": t, "where": None, "index": None, "unknown": 0})
+        why = ("it has no token" if t == 0 else
+               "its tokens decoded one by one differ from its text"
+               if "".join(pieces).strip() != ctx.texts[n].strip() else
+               "its text holds a chat marker as plain text" if has_marker("".join(pieces))
+               else None)
+        if why:
+            out.append({"skipped": why, "tokens": t, "where": None, "index": None,
+                        "unknown": 0})
             continue
         got = decided_at(gold_output(ex), pieces, passed)
         if got["where"] == "end" and ids[-1] not in special:
@@ -86,6 +91,9 @@ def probe(config, sources: Sequence[str], seed: int) -> tuple[dict, dict]:
     rewards = ctx.rewards[:, [k] * len(SIDES)]
     failed = torch.ones(rewards.shape, dtype=torch.bool)
     prompts = [ex.id for ex in ctx.examples]
+    means = torch.stack([ctx.rewards[ctx.group == g, k].mean() for g in ctx.group.tolist()])
+    # the responses the statistics read: a deciding token and a nonzero format advantage
+    read = (deciding[:, 0].any(dim=1) & (ctx.rewards[:, k] != means)).tolist()
     out, seconds, peaks = {}, {}, {}
     for spec in sources:
         t1 = time.perf_counter()
@@ -95,13 +103,14 @@ def probe(config, sources: Sequence[str], seed: int) -> tuple[dict, dict]:
         out[spec] = summarise(records(wk, ctx.response_mask, deciding, rewards, ctx.group,
                                       SIDES, failed), prompts, seed)
         peaks[spec] = [int(w[n, k, :d["tokens"]].argmax()) for n, d in enumerate(found)
-                       if d["where"] in ("early", "end") and not bool(torch.isnan(w[n, k]).any())]
+                       if read[n] and not bool(torch.isnan(w[n, k]).any())]
     where = Counter(d["where"] or "skipped" for d in found)
     early = [d["index"] for d in found if d["where"] == "early"]
     facts = {"responses": len(found), "where": dict(where),
              "skipped_why": dict(Counter(d["skipped"] for d in found if d["skipped"])),
              "unknown_prefixes": sum(d["unknown"] for d in found),
-             "prefixes": sum(d["tokens"] for d in found), "early_index": early,
+             "prefixes": sum(d["tokens"] for d in found if not d["skipped"]),
+             "read": sum(read), "early_index": early,
              "mean_tokens": sum(d["tokens"] for d in found) / len(found),
              "peaks": peaks, "generate_s": generate_s, "oracle_s": oracle_s,
              "seconds": seconds}
@@ -114,7 +123,7 @@ def merged(facts: Sequence[dict]) -> dict:
             "where": dict(sum((Counter(f["where"]) for f in facts), Counter())),
             "skipped_why": dict(sum((Counter(f["skipped_why"]) for f in facts), Counter())),
             "unknown_prefixes": sum(f["unknown_prefixes"] for f in facts),
-            "prefixes": sum(f["prefixes"] for f in facts),
+            "prefixes": sum(f["prefixes"] for f in facts), "read": sum(f["read"] for f in facts),
             "early_index": [i for f in facts for i in f["early_index"]],
             "mean_tokens": sum(f["mean_tokens"] * f["responses"] for f in facts)
             / sum(f["responses"] for f in facts),
@@ -149,8 +158,9 @@ def markdown(results: dict, facts: dict, what: str, command: str, machine: str) 
              f"{where.get('skipped', 0)}"
              + "".join(f" ({n} x {w})" for w, n in facts["skipped_why"].items())
              + f". Prefixes certified: {facts['prefixes'] - facts['unknown_prefixes']} of "
-             f"{facts['prefixes']} (a dead certificate or a passing continuation; the rest "
-             "neither).",
+             f"{facts['prefixes']} of the responses read by the oracle (a dead certificate or "
+             "a passing continuation; the rest neither). Read by the statistics: "
+             f"{facts['read']} failures with a deciding token and a nonzero format advantage.",
              "", "Where failures are decided (token index, 0 = the first response token): "
              + (f"min {early[0]}, median {statistics.median(early):g}, max {early[-1]}; "
                 f"before token 3: {sum(i < 3 for i in early)}" if early else "none at a token")
@@ -173,7 +183,7 @@ def markdown(results: dict, facts: dict, what: str, command: str, machine: str) 
                       _cell(stats.get(f"{side}/precision")),
                       "–" if test is None else _hits(test)]
         lines.append(f"| {src} | " + " | ".join(cells) + " |")
-    lines += ["", "Where each source's format profile peaks on the failed responses (the token "
+    lines += ["", "Where each source's format profile peaks on the failures read (the token "
                   "index of its largest weight: the most common three, with their shares):", ""]
     for src, peaks in facts["peaks"].items():
         common = Counter(peaks).most_common(3)

@@ -12,8 +12,9 @@ text's credit with a control's.
 - ``order`` (an order control): each verifier text's own words in a seeded random order: the
   same words, no sentence. It keeps every token of the verifier after the text is encoded
   again (``reordered``: on a BPE tokenizer a word moved next to another can merge into other
-  tokens, so only an order whose encoding has the same tokens is taken), so it measures what
-  the words' order adds, not whether the verifier's information matters.
+  tokens, so orders are built join by join and one whose encoding has the same tokens is
+  sought; the report gives the share kept, ``order_share``), so it measures what the words'
+  order adds, not whether the verifier's information matters.
 
 A specific profile's span ratio is above 1 with the real text and covers 1 with the placebo.
 """
@@ -126,25 +127,36 @@ def _chained(units: list[list[int]], tokenizer, rng: random.Random) -> list[list
 
 
 def reordered(own: list[int], tokenizer, rng: random.Random, tries: int = ORDER_TRIES) -> str:
-    """``own``'s words in a random order other than its own whose text, encoded again, has
-    exactly ``own``'s tokens (``_chained``); words first, then single tokens where no order of
-    the words keeps them (a text of one word, tags that merge across a join); where no order
-    tried keeps every token, the one keeping most (the report gives the share kept)."""
+    """``own``'s words in a random order whose text differs from its own and, encoded again,
+    has exactly ``own``'s tokens (``_chained``); words first, then single tokens where no order
+    of the words keeps them (a text of one word, tags that merge across a join); where no order
+    tried keeps every token, the one keeping most; where no other text can be had (one token,
+    or tokens whose every order reads the same), the text itself, which ``order_share`` scores
+    0 (the report gives the shares)."""
+    same = tokenizer.decode(own)
     best, best_share = None, -1.0
     for units in (word_units(own, tokenizer), [[i] for i in own]):
         if len({tuple(u) for u in units}) < 2:
             continue  # one word, or one word repeated: no other order of these
         for _ in range(tries):
-            order = _chained(units, tokenizer, rng)
-            if order == units:
+            text = tokenizer.decode([i for u in _chained(units, tokenizer, rng) for i in u])
+            if text == same:
                 continue  # the text itself is no control
-            text = tokenizer.decode([i for u in order for i in u])
             share = kept_share(tokenizer.encode(text, add_special_tokens=False), own)
             if share == 1.0:
                 return text
             if share > best_share:
                 best, best_share = text, share
-    return best if best is not None else tokenizer.decode(own)
+    return best if best is not None else same
+
+
+def order_share(fake: str, real: str, tokenizer) -> float:
+    """An order text's quality: the share of its verifier text's tokens it keeps (encoded
+    again, each as often), 0 where it is the verifier text itself (no other order)."""
+    if fake == real:
+        return 0.0
+    return kept_share(tokenizer.encode(fake, add_special_tokens=False),
+                      tokenizer.encode(real, add_special_tokens=False))
 
 
 def neutral_words() -> list[str]:
@@ -184,7 +196,7 @@ def control_examples(examples: Sequence[Example], tokenizer, seed: int = 0,
     """The examples with every verifier text replaced by its control text (in the prompt too,
     where the text is in the prompt), one per response as given; and per reward, the mean
     token overlap of its control texts with the batch's verifier texts (``order``: the share of
-    its own text's tokens each order text keeps, ``kept_share``)."""
+    its own text's tokens each order text keeps in another order, ``order_share``)."""
     banned = verifier_tokens(examples, tokenizer)
     texts = placebo_texts(examples, tokenizer, seed, kind, source, banned)
     made: dict[str, Example] = {}
@@ -195,9 +207,8 @@ def control_examples(examples: Sequence[Example], tokenizer, seed: int = 0,
         for info in ex.verifier_info:
             fake = texts[(ex.id, info.text)]
             shares.setdefault(info.reward, []).append(  # order: its own tokens, each as often
-                kept_share(tokenizer.encode(fake, add_special_tokens=False),
-                           tokenizer.encode(info.text, add_special_tokens=False))
-                if kind == "order" else overlap(fake, banned, tokenizer))
+                order_share(fake, info.text, tokenizer) if kind == "order"
+                else overlap(fake, banned, tokenizer))
             if info.privileged or info.text in done:
                 continue
             for m in messages:

@@ -14,10 +14,13 @@ A prefix's state is certified, never guessed:
   before it, and the empty continuation);
 - ``unknown``: neither (counted; the report says how many; none expected).
 
-Both at once is a contradiction and raises. Continuations are the model's text: no chat
-template markers (a response ends at its end-of-turn token; the checker cuts at markers, so a
-continuation with one could restart the response). A failed response whose every prefix is
-viable was decided at its end: by stopping before the layout was complete.
+Both at once is a contradiction and raises. The text is the model's: the prefix joined with
+its continuation holds no chat template marker (a response ends at its end-of-turn token, a
+special token the decoding drops; the checker cuts at markers, so a text holding one as plain
+text could restart the response: such a prefix is ``unknown``, a witness that would complete
+one is not tried, and ``lab.bench.credit_policy`` does not read a response holding one). A
+failed response whose every prefix is viable was decided at its end: by stopping before the
+layout was complete.
 """
 from __future__ import annotations
 
@@ -71,8 +74,13 @@ def passes(gold: str, text: str) -> bool:
     return format_score(gold, text) == FORMAT_HI
 
 
+def has_marker(text: str) -> bool:
+    return any(m in text for m in MARKERS)
+
+
 def dead(gold: str, prefix: str) -> bool:
-    """Certified: no continuation (without chat markers) of ``prefix`` passes."""
+    """Certified: no continuation of ``prefix`` passes whose joined text holds no chat marker
+    (``prefix`` itself holding none: ``state`` checks)."""
     _, once, tempered, _ = layout(gold)
     text = prefix.lstrip()
     if any(text.count(t) > 1 for t in once):
@@ -84,10 +92,11 @@ def dead(gold: str, prefix: str) -> bool:
 
 def state(gold: str, prefix: str) -> str:
     """``dead``, ``viable`` or ``unknown`` (the module's docstring)."""
-    if any(m in prefix for m in MARKERS):
+    if has_marker(prefix):
         return "unknown"
     is_dead = dead(gold, prefix)
-    found = any(passes(gold, prefix + s) for s in witnesses(layout(gold)[3]))
+    found = any(passes(gold, prefix + s) for s in witnesses(layout(gold)[3])
+                if not has_marker(prefix + s))
     if is_dead and found:
         raise AssertionError(f"format oracle contradiction on {prefix!r}: a dead certificate "
                              "and a passing continuation")
@@ -105,6 +114,9 @@ def decided_at(gold: str, pieces: Sequence[str], passed: bool) -> dict:
     for p in pieces:
         text += p
         prefixes.append(text)
+    if has_marker(text):
+        raise ValueError("the response holds a chat marker as plain text: the checker cuts "
+                         "there, so its prefixes are not the response the checker read")
     states = [state(gold, p) for p in prefixes]
     if passes(gold, text) != passed:
         raise AssertionError("the given outcome is not the checker's on the joined text")
@@ -114,5 +126,4 @@ def decided_at(gold: str, pieces: Sequence[str], passed: bool) -> dict:
     if first is not None and any(s == "viable" for s in states[first:]):
         raise AssertionError(f"a dead prefix at token {first} becomes viable later")
     where = "passed" if passed else "early" if first is not None else "end"
-    return {"index": first, "where": where,
-            "unknown": sum(s == "unknown" for s in states[:first])}
+    return {"index": first, "where": where, "unknown": sum(s == "unknown" for s in states)}
