@@ -222,7 +222,8 @@ def train_seed(config: RunConfig, run=None) -> Path:
     # a stored seed run again (--force) starts from step 0; a missing one resumes from the
     # latest complete checkpoint of an earlier, killed run of the same settings
     storage = run.prepare_checkpoints(fresh=run.result.is_file())
-    run.record_start()  # the code it starts (or resumes) under, kept through resumes
+    # the code it starts (or resumes) under, kept through resumes, and its workers' threads
+    run.record_start(threads=worker_resources(config)["CPU"])
     token = driver_token(run.folder)
     try:
         # the seed's files without its config: a worker resolves that from the stored form,

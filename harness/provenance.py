@@ -21,7 +21,8 @@ Beside the code, a seed records the kind of machine it started (and each resume 
 (``machine``): the CPU's instruction set as torch dispatches on it, whether the CPU has
 native bf16 instructions (``--rollout-dtype auto`` and ``--update-dtype auto`` compute in bf16
 where it does) and whether oneDNN has bf16 kernels (natively or emulated), AMX, and the GPUs.
-The same code and seed sample differently on two kinds, so a report says which kind made which rows and footnotes a cell or a comparison that spans two;
+The same code and seed sample differently on two kinds (and at two torch thread counts, which
+the record keeps and the kind's label names), so a report says which kind made which rows and footnotes a cell or a comparison that spans two;
 it does not refuse them (another machine is a replication, not other code). The machine is not
 in the fingerprint: nothing here changes what a run computes.
 """
@@ -92,12 +93,14 @@ def commit_state(root: Path = PROJECT_ROOT) -> tuple[str, bool]:
     return (commit if rc == 0 and commit else "unknown"), dirty
 
 
-def current(root: Path = PROJECT_ROOT, plugins: Sequence[str] = ()) -> dict:
+def current(root: Path = PROJECT_ROOT, plugins: Sequence[str] = (),
+            threads: int | None = None) -> dict:
     """This tree's provenance, with the ``plugins`` a run loads, on this machine: ``{"commit",
-    "dirty", "fingerprint", "machine"}`` (commit "unknown" outside a git checkout)."""
+    "dirty", "fingerprint", "machine"}`` (commit "unknown" outside a git checkout);
+    ``threads``: the torch threads the run computes with (``machine``)."""
     commit, dirty = commit_state(root)
     return {"commit": commit, "dirty": dirty, "fingerprint": fingerprint(root, plugins),
-            "machine": machine()}
+            "machine": machine(threads)}
 
 
 def _cpu_name() -> str:
@@ -124,23 +127,29 @@ def _gpus() -> list[str]:
         else []
 
 
-def machine() -> dict:
+def machine(threads: int | None = None) -> dict:
     """What kind of machine this process computes on: ``{"arch", "cpu", "isa", "bf16", "amx",
-    "gpus", "onednn_bf16"}`` (``isa``: torch's CPU capability, e.g. AVX2 or AVX512; ``bf16``:
-    the CPU has native bf16 instructions (``harness.autovalues.bf16_here``: the CPU's flags,
-    or oneDNN's check where they cannot be read); ``onednn_bf16``: oneDNN runs bf16 kernels
-    here, natively or emulated; None where it cannot be told)."""
+    "gpus", "onednn_bf16", "threads"}`` (``isa``: torch's CPU capability, e.g. AVX2 or AVX512;
+    ``bf16``: the CPU has native bf16 instructions (``harness.autovalues.bf16_here``: the CPU's
+    flags, or oneDNN's check where they cannot be read); ``onednn_bf16``: oneDNN runs bf16
+    kernels here, natively or emulated; ``threads``: the torch threads the run computes with,
+    ``threads`` where the caller knows them (a run's workers), else this process's: a CPU
+    reduction splits its work by threads, so one thread instead of two sums in another order
+    and samples another first rollout; None where it cannot be told)."""
     import platform
 
     from harness.autovalues import bf16_here, onednn_bf16
 
     out = {"arch": platform.machine() or "unknown", "cpu": _cpu_name(), "isa": "unknown",
-           "bf16": bf16_here(), "amx": None, "gpus": _gpus(), "onednn_bf16": onednn_bf16()}
+           "bf16": bf16_here(), "amx": None, "gpus": _gpus(), "onednn_bf16": onednn_bf16(),
+           "threads": threads}
     try:
         import torch
 
         out["isa"] = str(torch.backends.cpu.get_cpu_capability())
         out["amx"] = bool(torch.cpu._is_amx_tile_supported())
+        if threads is None:
+            out["threads"] = torch.get_num_threads()
     except (ImportError, AttributeError, RuntimeError):
         pass
     return out
@@ -161,6 +170,8 @@ def machine_kind(m: dict | None) -> str | None:
         parts.append("bf16" if m["bf16"] else "no bf16")
     if m.get("amx"):
         parts.append("AMX")
+    if m.get("threads"):  # recorded since 2026-12-07; a record without it says nothing
+        parts.append(f"{m['threads']} thread{'s' * (m['threads'] != 1)}")
     label = ", ".join(parts)
     gpus = list(m.get("gpus") or ())
     for name in dict.fromkeys(gpus):

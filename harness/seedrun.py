@@ -99,13 +99,14 @@ class SeedRun:
                 f"run's {ours}); delete it, or give another --checkpoint-dir")
 
     # --- provenance --------------------------------------------------------------------------
-    def record_start(self) -> dict:
+    def record_start(self, threads: int | None = None) -> dict:
         """Record this tree's provenance beside the checkpoints: as the seed's start, or, when
-        a checkpoint of an earlier start is there to resume from, as one more resume of it."""
+        a checkpoint of an earlier start is there to resume from, as one more resume of it
+        (``threads``: the torch threads each worker computes with)."""
         from harness import provenance
         from harness.results import atomic_write_json
 
-        now = provenance.current(plugins=self.config.plugins)
+        now = provenance.current(plugins=self.config.plugins, threads=threads)
         path = self.checkpoints / PROVENANCE_FILE
         if path.is_file() and self.saved_steps():
             record = json.loads(path.read_text())

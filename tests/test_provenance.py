@@ -77,18 +77,18 @@ def test_a_resumed_seed_keeps_the_commit_it_started_under(tmp_path, monkeypatch)
 
     run = SeedRun.of(resolve("smoke", {"results_dir": str(tmp_path / "r"),
                                        "checkpoint_dir": str(tmp_path / "c")}))
-    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("a"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(), threads=None: version("a"))
     assert run.record_start() == version("a")
     assert run.provenance() == version("a")
     (run.checkpoints / "train" / "step-000002").mkdir(parents=True)  # a checkpoint to resume
-    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("b"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(), threads=None: version("b"))
     run.record_start()
     got = run.provenance()
     assert got["commit"] == "a" * 40  # the start's
     assert got["fingerprint"] == "a" * 16 + "+" + "b" * 16  # pools with nothing
     assert got["resumed"] == [version("b")]
     # a resume under the same code keeps the start's fingerprint
-    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("a"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(), threads=None: version("a"))
     run2 = SeedRun.of(resolve("smoke", {"results_dir": str(tmp_path / "r2"),
                                         "checkpoint_dir": str(tmp_path / "c2")}))
     run2.record_start()
@@ -99,7 +99,7 @@ def test_a_resumed_seed_keeps_the_commit_it_started_under(tmp_path, monkeypatch)
     run3 = SeedRun.of(resolve("smoke", {"results_dir": str(tmp_path / "r3"),
                                         "checkpoint_dir": str(tmp_path / "c3")}))
     run3.record_start()
-    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(): version("b"))
+    monkeypatch.setattr(provenance, "current", lambda root=None, plugins=(), threads=None: version("b"))
     run3.record_start()
     assert run3.provenance() == version("b")
     assert json.loads((run3.checkpoints / "provenance.json").read_text()) == version("b")
@@ -166,7 +166,7 @@ def test_a_new_result_records_this_trees_provenance_and_an_old_one_its_commit():
 
 def test_the_machine_is_recorded_beside_the_code_and_labelled_by_its_kernels(monkeypatch):
     m = provenance.machine()
-    assert set(m) == {"arch", "cpu", "isa", "bf16", "amx", "gpus", "onednn_bf16"}
+    assert set(m) == {"arch", "cpu", "isa", "bf16", "amx", "gpus", "onednn_bf16", "threads"}
     assert isinstance(m["bf16"], bool) and isinstance(m["gpus"], list)
     assert provenance.current()["machine"] == m
     assert provenance.machine_kind({"arch": "x86_64", "isa": "AVX2", "bf16": False,
@@ -232,3 +232,17 @@ def test_a_cell_or_comparison_spanning_two_machines_is_marked_not_refused(tmp_pa
                      "--output-dir", str(tmp_path), "--force"]) == 0
     md = (tmp_path / "tables" / "table3.md").read_text()
     assert "Machine: not recorded" in md and "†" not in md
+
+
+def test_the_thread_count_is_recorded_and_names_the_kind():
+    """One torch thread instead of two sums in another order and samples another first
+    rollout: the record keeps the run's threads and the kind's label names them, so seeds made
+    at two counts are footnoted as two kinds (a record from before shows no count)."""
+    import torch
+
+    assert provenance.machine(threads=3)["threads"] == 3
+    assert provenance.machine()["threads"] == torch.get_num_threads()
+    base = {"arch": "x86_64", "isa": "AVX512", "bf16": True}
+    assert provenance.machine_kind({**base, "threads": 1}) == "x86_64 AVX512, bf16, 1 thread"
+    assert provenance.machine_kind({**base, "threads": 2}) == "x86_64 AVX512, bf16, 2 threads"
+    assert provenance.machine_kind(base) == "x86_64 AVX512, bf16"
