@@ -143,6 +143,12 @@ def settings_problems(run, world: int | None = None, on_worker: bool = False) ->
                    "number of items")
     if t.eval_every < 0:
         out.append(f"eval_every is {t.eval_every}; use 0 (after training only) or more")
+    from harness.train import stopping
+
+    try:
+        stopping.parse(t.stop_when, t.stop_window)
+    except ValueError as exc:
+        out.append(str(exc))
     from harness import tracking
 
     out += tracking.problems(t.report_to)  # before Ray: a missing library names its extra

@@ -142,6 +142,9 @@ class TrainingConfig:
                              "steps: stored as eval/<metric> in the step's log row, drawn as "
                              "curves in Figures 4 and 5, sent to the trackers; 0 = only after "
                              "training", identity=False)
+    # the rule: harness/train/stopping.py (a logged metric's trailing mean reaching X)
+    stop_when: str = option("", "stop at METRIC>=X, e.g. reward/format>=0.8 (docs/runs.md)")
+    stop_window: int = option(1, "steps in --stop-when's trailing mean")
     report_to: str = option("tensorboard", "experiment trackers for the per-step metrics, the "
                                         "evaluation, the config and the code's provenance: "
                                         "comma-separated tensorboard, wandb, mlflow, or none "

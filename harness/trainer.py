@@ -212,6 +212,9 @@ class Trainer:
             log_path.write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
         trackers = open_trackers(start) if open_trackers is not None else None
         eval_every = self.config.training.eval_every
+        from harness.train import stopping
+
+        rule = stopping.parse(self.config.training.stop_when, self.config.training.stop_window)
         for step in range(start, self.config.training.steps):
             if self.cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -238,7 +241,13 @@ class Trainer:
                 metrics.update(self.evaluate_during_training())
             if step == start:
                 metrics.update(self.clock.metrics())
+            if rule is not None and rule.metric not in metrics:
+                raise ValueError(f"--stop-when reads {rule.metric!r}, which a step does not "
+                                 f"log; it logs {', '.join(sorted(metrics))}")
             history.append(metrics)
+            stop = rule is not None and stopping.reached(history, rule)
+            if stop:  # in the row: the step the run stopped at (a report reads it)
+                metrics["stop/reached"] = 1.0
             if trackers is not None:
                 trackers.log(metrics, step + 1)
             if log_path is not None:
@@ -247,6 +256,8 @@ class Trainer:
                     fh.write(json.dumps(metrics, sort_keys=True) + "\n")
             if progress is not None:
                 progress(metrics)
+            if stop:
+                break  # no checkpoint at the stop: a resume replays to it and stops there
             done = step + 1
             if checkpointer is not None and every and done % every == 0 \
                     and done < self.config.training.steps:
@@ -387,7 +398,8 @@ def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=No
     for t in trackers:  # the final evaluation, at the last step
         for r, s in zip(runs, scored):
             prefix = "eval/" if r is run else f"eval/{r.config.task.task}/"
-            t.log({f"{prefix}{k}": v for k, v in s["metrics"].items()}, config.training.steps)
+            t.log({f"{prefix}{k}": v for k, v in s["metrics"].items()},
+                  history[-1]["step"] if history else config.training.steps)
         t.close()
     wall = time.perf_counter() - start
     names = [r.config.task.task for r in runs] if len(runs) > 1 else []

@@ -36,22 +36,16 @@ def quantile(values: Sequence[float], q: float) -> float:
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def trailing_mean(values: Sequence[float], window: int) -> list[float]:
-    return [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
-            for i in range(len(values))]
-
-
 def steps_to_threshold(log: list[dict], key: str, value: float, window: int = 1) -> int | None:
     """First step whose trailing mean over a full ``window`` of logged steps of ``key``
     reaches ``value``; None if no step does. The first ``window - 1`` steps have no full
     window and never count: a partial window at the start is a mean of fewer, noisier steps
     and would favour a run that starts high by chance."""
+    from harness.train.stopping import first_reached
+
     rows = [(int(r["step"]), float(r[key])) for r in log if key in r]
-    means = trailing_mean([v for _, v in rows], window)
-    for i, ((step, _), m) in enumerate(zip(rows, means)):
-        if i + 1 >= window and m >= value:
-            return step
-    return None
+    i = first_reached([v for _, v in rows], value, window)  # the rule --stop-when stops by
+    return None if i is None else rows[i][0]
 
 
 def _figure(n_panels: int):
