@@ -212,3 +212,22 @@ def test_a_warm_start_cached_by_other_code_is_moved_aside_not_deleted(tmp_path):
     (folder / cache.MARKER).write_text(json.dumps({"provenance": {"fingerprint": "e" * 16}}))
     recheck.set_aside_other_warm_start(config, "f" * 16, said.append, cache_dir=tmp_path)
     assert folder.with_name(folder.name + ".other-code-2").is_dir() and not folder.exists()
+
+
+@pytest.mark.unit
+def test_a_seed_of_another_kind_or_thread_count_is_not_rechecked_and_says_why():
+    """Another instruction set, AMX or not, or another torch thread count computes other sums:
+    a rerun here would differ whatever the code, so it is refused with the reason and the ways
+    on, not made; a record without those fields is checked as before."""
+    here = HERE["machine"]
+
+    def made_on(**machine):
+        return {"provenance": {**HERE, "machine": {**here, **machine}}}
+
+    assert recheck.machine_problem(made_on(threads=2), here, 2) == ""
+    assert recheck.machine_problem(made_on(), here, 1) == ""  # no count recorded
+    why = recheck.machine_problem(made_on(threads=1), here, 2)
+    assert "made at 1 torch threads, a rerun here at 2" in why and "--cpus-per-worker 1" in why
+    assert "instruction set AVX2" in recheck.machine_problem(made_on(isa="AVX2"), here, 2)
+    assert "AMX False" in recheck.machine_problem(made_on(amx=False), here, 2)
+    assert "--rerun-stale" in recheck.machine_problem(made_on(bf16=False), here, 2)

@@ -22,8 +22,14 @@ record lists the differences, and ``--rerun-stale`` remakes the cell.
 
 Two things would make an identical rerun say nothing about the code, and are ruled out first:
 - a seed made on another kind of machine (with or without bf16 kernels, as recorded or
-  inferred) samples differently by machine, so it is not checked here (remake it, or recheck on
-  its kind of machine);
+  inferred; another instruction set, AMX or not, other GPUs) or at another torch thread count
+  computes its sums in another order, so this code cannot reproduce it bit for bit: a rerun
+  here would differ whatever the code, so it is not made, and the cell is listed as not
+  checked, with the reason and the two ways on: ``--rerun-stale`` remakes it here (another
+  sample, which the table then footnotes as made on another kind), or ``--recheck`` on its
+  kind of machine at its thread count. Checking another sample against the stored cell's
+  interval instead would pass a changed computation whose change is smaller than the seeds'
+  spread, which is the change a recheck exists to catch;
 - a warm start cached by other code would feed the rerun the old code's model: such a cache is
   moved aside (to ``<folder>.other-code-<n>``, nothing is deleted) so this code trains its own.
 """
@@ -58,13 +64,25 @@ def _bf16(machine: dict | None):
     return None if not isinstance(machine, dict) else machine.get("bf16")
 
 
-def machine_problem(stored: dict, here: dict) -> str:
-    """'' when a rerun here can reproduce the stored seed bit for bit; else why not."""
+def machine_problem(stored: dict, here: dict, threads: int | None = None) -> str:
+    """'' when a rerun here can reproduce the stored seed bit for bit; else why not.
+    ``threads``: the torch threads the rerun's workers would compute with."""
     from harness.provenance import of_result
 
     theirs, ours = of_result(stored).get("machine"), here
     if theirs is None:
         return ""  # not recorded: an identical rerun still shows the code computes the same
+    ways = "(--rerun-stale remakes it here, or --recheck on that kind of machine)"
+    for key, what in (("isa", "instruction set"), ("amx", "AMX")):
+        if theirs.get(key) is not None and ours.get(key) is not None \
+                and theirs[key] != ours[key]:
+            return (f"made with {what} {theirs[key]}, this machine's {ours[key]}: other "
+                    f"kernels, other sums, so a rerun here checks nothing {ways}")
+    if theirs.get("threads") and threads and theirs["threads"] != threads:
+        return (f"made at {theirs['threads']} torch threads, a rerun here at {threads}: the "
+                "sums split otherwise and it samples another first rollout, so it checks "
+                f"nothing (--cpus-per-worker {theirs['threads']} in its settings, or "
+                "--rerun-stale remakes it here)")
     if _bf16(theirs) is not None and _bf16(theirs) != _bf16(ours):
         return (f"made on a CPU {'with' if _bf16(theirs) else 'without'} bf16 kernels, this one "
                 f"{'has' if _bf16(ours) else 'has none'}: the same code samples differently, so "
@@ -192,6 +210,7 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
     """Check every cell of the plan with stale seeds (one seed each; a cell already re-stamped
     by an earlier spec's check is current and skipped)."""
     from harness import provenance
+    from harness.backend import worker_resources
     from harness.config import RunConfig
     from harness.launch import pending_seeds, run_seeds
     from harness.preflight import raise_if, problems
@@ -207,12 +226,12 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
         stored_path = job.seed_run(seed).result
         stored = plan.result(job, seed)
         made_by = provenance.of_result(stored)
-        skip = machine_problem(stored, here["machine"])
+        # the stored seed's own settings (with --also-evaluate and eval_every as it ran)
+        made = RunConfig.from_dict(stored["config"])
+        skip = machine_problem(stored, here["machine"], worker_resources(made)["CPU"])
         if skip:
             outcomes.append(Outcome(job, seed, skipped=skip))
             continue
-        # the stored seed's own settings (with --also-evaluate and eval_every as it ran)
-        made = RunConfig.from_dict(stored["config"])
         config = replace(made, seed=seed, results_dir=str(scratch),
                          checkpoint_dir=str(scratch / "checkpoints"))
         rerun_path = SeedRun.of(replace(job.config, seed=seed, results_dir=str(scratch))).result
@@ -227,7 +246,8 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
         differences, compared = compare(stored_path, rerun_path)
         old = made_by["fingerprint"]
         same = [s for s in stale if provenance.of_result(plan.result(job, s))["fingerprint"]
-                == old and not machine_problem(plan.result(job, s), here["machine"])]
+                == old and not machine_problem(plan.result(job, s), here["machine"],
+                                               worker_resources(made)["CPU"])]
         record = rerun_path.with_suffix(RECORD_SUFFIX)
         body = {"checked": {"stored": stored_path.as_posix(), "rerun": rerun_path.as_posix(),
                             "seed": seed},
@@ -276,13 +296,17 @@ def summary(outcomes: list[Outcome]) -> str:
 def dry_run(plan: Plan, results_dir: str) -> str:
     """What --recheck would do, and its estimated time (one seed per cell)."""
     from harness import provenance
+    from harness.backend import worker_resources
+    from harness.config import RunConfig
     from lab.reports.plan import estimate_run, stored_costs
 
     here = provenance.machine()
     costs = stored_costs(results_dir)
     lines, total, cells = [], 0.0, 0
     for job, seed in planned_checks(plan):
-        skip = machine_problem(plan.result(job, seed), here)
+        stored = plan.result(job, seed)
+        skip = machine_problem(stored, here, worker_resources(
+            RunConfig.from_dict(stored["config"]))["CPU"])
         if skip:
             lines.append(f"  recheck {job.task:<12} {job.row.label:<14} not here: {skip}")
             continue
