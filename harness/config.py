@@ -32,7 +32,7 @@ class ModelConfig:
     model_dir: str = option("", "a folder of models by name: --model NAME (or a paper preset's "
                              "model) is read from MODEL_DIR/NAME/ when NAME is not a folder "
                              "itself", identity=False)
-    dtype: str = option("float32", "training dtype (float32 on CPU: bf16 is ~7x slower there)")
+    dtype: str = option("float32", "training dtype (CPU: float32; bf16 is ~7x slower)")
     allow_download: bool = option(False, "allow a hub id to be downloaded (off: runs are offline)",
                                identity=False)
 
@@ -71,10 +71,10 @@ class RolloutConfig:
                                        "training engine keeps the rest", identity=False)
     vllm_kv_cache_gb: float = option(0.0, "vLLM: the KV cache's size in GB; 0 = the build's "
                                          "default (GPU: what --vllm-gpu-memory leaves after "
-                                         "the weights; CPU build: 1 GiB)", identity=False)
+                                         "the weights; CPU: 1 GiB)", identity=False)
     vllm_sync_bucket_mb: int = option(1024, "vLLM: weights are gathered from ZeRO-3 and loaded in "
                                          "buckets of at most this many MB, so a sync never "
-                                         "holds the whole model twice", identity=False)
+                                         "holds the model twice", identity=False)
     vllm_sync_tolerance: float = option(0.05, "vLLM: how far the mean |log-prob difference| "
                                            "between engine and policy on the probe text may rise "
                                            "above the first sync's (which is reported, and fails "

@@ -8,6 +8,7 @@ Chat templates always come from the tokenizer.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness import assets
@@ -75,3 +76,13 @@ def load_model(name: str, seed: int = 0, allow_download: bool = False, dtype: st
         model.generation_config.eos_token_id = tok.eos_token_id
         return model
     return AutoModelForCausalLM.from_pretrained(resolve(name, allow_download), dtype=torch_dtype)
+
+
+def model_context(folder: str) -> int | None:
+    """The model's context length (``max_position_embeddings`` of its config.json), or None
+    where it says none (or ``folder`` is no folder: the built-in tiny-random)."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return None
+    value = json.loads(path.read_text()).get("max_position_embeddings")
+    return int(value) if value else None

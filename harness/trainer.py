@@ -23,13 +23,14 @@ from harness import orphan
 from harness import startup
 from harness.config import RunConfig
 from harness.data import PromptSampler, load_eval, load_train
-from harness.models import load_model, load_tokenizer
+from harness.models import load_model, load_tokenizer, model_context
 from harness.run import Run, of_config
 from harness.rollouts import copy_weights
 from harness.train.advantages import local_advantages, reward_metrics, rollout_batch
 from harness.train.logprobs import sequence_logprobs
 from harness.train.passes import context, prepare_terms, run_passes
 from harness.train.sample import sample
+from harness.train import stopping
 from harness.seedrun import SeedRun
 from harness.train.store import store_result
 from harness.train.update import StepData, autocast, check_gap_drift, update
@@ -212,8 +213,6 @@ class Trainer:
             log_path.write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in history))
         trackers = open_trackers(start) if open_trackers is not None else None
         eval_every = self.config.training.eval_every
-        from harness.train import stopping
-
         rule = stopping.parse(self.config.training.stop_when, self.config.training.stop_window)
         for step in range(start, self.config.training.steps):
             if self.cuda:
@@ -241,13 +240,8 @@ class Trainer:
                 metrics.update(self.evaluate_during_training())
             if step == start:
                 metrics.update(self.clock.metrics())
-            if rule is not None and rule.metric not in metrics:
-                raise ValueError(f"--stop-when reads {rule.metric!r}, which a step does not "
-                                 f"log; it logs {', '.join(sorted(metrics))}")
             history.append(metrics)
-            stop = rule is not None and stopping.reached(history, rule)
-            if stop:  # in the row: the step the run stopped at (a report reads it)
-                metrics["stop/reached"] = 1.0
+            stop = stopping.mark(rule, history)  # sets stop/reached in the row it stops at
             if trackers is not None:
                 trackers.log(metrics, step + 1)
             if log_path is not None:
@@ -330,16 +324,6 @@ def engine_context(config: RunConfig, evaluated: Sequence[tuple[RunConfig, Task,
                          f"{r.max_response_tokens} = {train} is past the model's context of "
                          f"{limit}: lower one of them")
     return max(train, evaluation)
-
-
-def model_context(folder: str) -> int | None:
-    """The model's context length (``max_position_embeddings`` of its config.json), or None
-    where it says none (or ``folder`` is no folder: the built-in tiny-random)."""
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        return None
-    value = json.loads(path.read_text()).get("max_position_embeddings")
-    return int(value) if value else None
 
 
 def train_worker(config: RunConfig | Run, reporter_factory=None, checkpointer=None,

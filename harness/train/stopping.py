@@ -59,3 +59,17 @@ def reached(history: Sequence[dict], rule: StopRule) -> bool:
     if not history or rule.metric not in history[-1]:
         return False
     return first_reached(values, rule.value, rule.window) == len(values) - 1
+
+
+def mark(rule: StopRule | None, history: list[dict]) -> bool:
+    """After a step (its row last in ``history``): whether the run stops here, the row then
+    marked ``stop/reached``; a rule reading a metric the step does not log is refused."""
+    if rule is None:
+        return False
+    if rule.metric not in history[-1]:
+        raise ValueError(f"--stop-when reads {rule.metric!r}, which a step does not log; it "
+                         f"logs {', '.join(sorted(history[-1]))}")
+    if reached(history, rule):
+        history[-1]["stop/reached"] = 1.0
+        return True
+    return False

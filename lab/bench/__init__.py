@@ -33,7 +33,7 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    from lab.bench import (credit_report, launch, localisation_report, p2t_exact, replay, rollout,
+    from lab.bench import (credit_policy, launch, localisation_report, p2t_exact, replay, rollout,
                            signal, sql, step, stored, tcrm, vs_trl)
 
     bench = sub.add_parser("bench", help="measurements (step split, replay memory, ...)")
@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
     replay.add_parser(which)
     launch.add_parser(which)
     localisation_report.add_parser(which)
-    credit_report.add_parser(which)
+    credit_policy.add_parser(which)  # bench credit: constructed or policy responses
     p2t_exact.add_parser(which)
     tcrm.add_parser(which)
     steps = which.add_parser("steps", help="mean step time of stored runs and ratios to the first")

@@ -242,3 +242,26 @@ def bench_policy(args: argparse.Namespace, sources: Sequence[str]) -> int:
                            "results": results, "chance_tests": chance_tests(results)},
                    md, args.output_dir)
     return 0
+
+
+def bench(args: argparse.Namespace) -> int:
+    """``bench credit``: the constructed responses (``lab.bench.credit_report``), or with
+    ``--responses policy`` the policy's own (this module)."""
+    from lab.bench.credit import parse_sources
+    from lab.bench.credit_report import bench_credit
+
+    if args.responses != "policy":
+        return bench_credit(args)
+    return bench_policy(args, parse_sources(args.sources))  # unknown sources fail first
+
+
+def add_parser(which) -> None:
+    from lab.bench.credit_report import add_parser as credit_parser
+
+    p = credit_parser(which)
+    p.add_argument("--responses", choices=("constructed", "policy"), default="constructed",
+                   help="constructed: the groups built to fail at known tokens; policy: the "
+                        "policy's own sampled responses (--prompts x G per seed), each failed "
+                        "format read at the token a prefix-viability oracle finds decided it "
+                        "(lab/bench/credit_policy.py)")
+    p.set_defaults(bench_fn=bench)

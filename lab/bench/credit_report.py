@@ -312,10 +312,6 @@ def bench_credit(args: argparse.Namespace) -> int:
 
     quiet.configure_process()
     sources = parse_sources(args.sources)  # unknown sources fail before any model loads
-    if args.responses == "policy":
-        from lab.bench.credit_policy import bench_policy
-
-        return bench_policy(args, sources)
     base = resolve(args.preset, overrides_from(args))
     config = replace(base, seed=args.seed,
                      method=method_config("mrtpo", {"mrtpo_replay_all": True}, base.method))
@@ -358,7 +354,9 @@ def bench_credit(args: argparse.Namespace) -> int:
     return 3 if data["uniform_failures"] else 0
 
 
-def add_parser(which) -> None:
+def add_parser(which):
+    """The ``bench credit`` parser (``lab.bench.credit_policy.add_parser`` adds
+    ``--responses``)."""
     from lab.flags import add_config_flags, seed_count
 
     p = which.add_parser("credit", help="ground-truth credit: tool-calling responses built to "
@@ -379,11 +377,6 @@ def add_parser(which) -> None:
                         "profiles as bench localisation names them (mrtpo, mrtpo@single, "
                         "mrtpo@joint, p2t, p2t@single, p2t@joint, tcrm, tcrm@abs, copy-model, "
                         "position-model)")
-    p.add_argument("--responses", choices=("constructed", "policy"), default="constructed",
-                   help="constructed: the groups built to fail at known tokens; policy: the "
-                        "policy's own sampled responses (--prompts x G per seed), each failed "
-                        "format read at the token a prefix-viability oracle finds decided it "
-                        "(lab/bench/credit_policy.py)")
     p.add_argument("--label", default="",
                    help="report name (default credit-<task>, credit-<task>-policy)")
     p.add_argument("--output-dir", default=None,
@@ -391,3 +384,4 @@ def add_parser(which) -> None:
     add_config_flags(p, only=("task", "model", "warm_start", "micro_batch_size", "data_dir",
                               "use_gpu", "engine", "dtype", "rollout_dtype", "plugins"))
     p.set_defaults(bench_fn=bench_credit)
+    return p
