@@ -32,12 +32,12 @@ def decisions(ctx) -> list[dict]:
     from tasks.tools.rewards import gold_output
 
     k = list(ctx.reward_names).index(REWARD)
+    special = set(ctx.tokenizer.all_special_ids)
     out = []
     for n, ex in enumerate(ctx.examples):
         t = int(ctx.response_mask[n].sum())
         ids = ctx.response_ids[n, :t].tolist()
-        special = set(ctx.tokenizer.all_special_ids)
-        joined, ranges = token_char_spans(ctx.tokenizer, [i for i in ids])
+        joined, ranges = token_char_spans(ctx.tokenizer, ids)
         pieces = ["" if i in special else joined[a:b] for i, (a, b) in zip(ids, ranges)]
         passed = float(ctx.rewards[n, k]) > 0.5
         why = ("it has no token" if t == 0 else
@@ -197,31 +197,19 @@ def markdown(results: dict, facts: dict, what: str, command: str, machine: str) 
 
 def bench_policy(args: argparse.Namespace, sources: Sequence[str]) -> int:
     """``bench credit --responses policy`` (the module's docstring)."""
-    from harness import engine as eng
-    from harness.config import resolve
-    from harness.method_config import method_config
     from lab.bench import report
     from lab.bench.credit_report import command_line
-    from lab.bench.localisation import pool
-    from lab.flags import overrides_from
+    from lab.bench.localisation import pool_seeds, ready, replay_config
 
-    base = resolve(args.preset, overrides_from(args))
-    group = base.rollout.group_size
-    config = replace(base, seed=args.seed,
-                     method=method_config("mrtpo", {"mrtpo_replay_all": True}, base.method),
-                     rollout=replace(base.rollout, prompts_per_step=args.prompts))
-    eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
-    if config.warmstart.warm_start:
-        from harness.run import of_config
-        from harness.warmstart.cache import policy_source
-
-        policy_source(of_config(config))  # fails now, with the command to make it, if missing
+    config = replay_config(args)
+    group = config.rollout.group_size
+    config = replace(config, rollout=replace(config.rollout, prompts_per_step=args.prompts))
+    ready(config)
     meter = report.LoadMeter().start()
     t0 = time.perf_counter()
     seeds = list(range(args.seed, args.seed + args.seeds))
     per_seed = {s: probe(replace(config, seed=s), sources, s) for s in seeds}
-    results = {src: pool({s: r[src] for s, (r, _) in per_seed.items()}, args.seed)
-               for src in sources}
+    results = pool_seeds(per_seed, sources, args.seed)
     facts = merged([f for _, f in per_seed.values()])
     facts["wall_s"] = time.perf_counter() - t0
     m = report.machine() | meter.stop()

@@ -9,7 +9,6 @@ import math
 import random
 import time
 from collections import Counter
-from dataclasses import replace
 from typing import Sequence
 
 from lab.bench.credit import (BROKEN, DEFAULT_SOURCES, KINDS, REWARDS, Batch, build,
@@ -301,26 +300,13 @@ def command_line(args: argparse.Namespace, config, sources: Sequence[str]) -> st
 
 
 def bench_credit(args: argparse.Namespace) -> int:
-    from harness import engine as eng
-    from harness.config import resolve
-    from harness.console import quiet
-    from harness.method_config import method_config
     from harness.trainer import Trainer
     from lab.bench import report
-    from lab.bench.localisation import pool
-    from lab.flags import overrides_from
+    from lab.bench.localisation import pool_seeds, ready, replay_config
 
-    quiet.configure_process()
     sources = parse_sources(args.sources)  # unknown sources fail before any model loads
-    base = resolve(args.preset, overrides_from(args))
-    config = replace(base, seed=args.seed,
-                     method=method_config("mrtpo", {"mrtpo_replay_all": True}, base.method))
-    eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
-    if config.warmstart.warm_start:
-        from harness.run import of_config
-        from harness.warmstart.cache import policy_source
-
-        policy_source(of_config(config))  # fails now, with the command to make it, if missing
+    config = replay_config(args)
+    ready(config)
     meter = report.LoadMeter().start()
     t0 = time.perf_counter()
     trainer = Trainer(config)
@@ -328,8 +314,7 @@ def bench_credit(args: argparse.Namespace) -> int:
     blocks = draws(len(trainer.train_examples), args.prompts, args.seeds, args.seed)
     per_seed = {s: probe(trainer, [trainer.train_examples[i] for i in block], sources, s)
                 for s, block in zip(seeds, blocks)}
-    results = {src: pool({s: r[src] for s, (r, _) in per_seed.items()}, args.seed)
-               for src in sources}
+    results = pool_seeds(per_seed, sources, args.seed)
     facts = merged_facts([f for _, f in per_seed.values()])
     facts["wall_s"] = time.perf_counter() - t0
     m = report.machine() | meter.stop()

@@ -233,6 +233,14 @@ def pool(per_seed: dict[int, dict[str, dict]], seed: int = 0) -> dict[str, dict]
     return out
 
 
+def pool_seeds(per_seed: dict[int, tuple[dict, dict]], names, seed: int = 0
+               ) -> dict[str, dict]:
+    """``pool`` for each of ``names`` (variants, credit sources) from the seeds' (statistics
+    by name, facts) pairs."""
+    return {name: pool({s: stats[name] for s, (stats, _) in per_seed.items()}, seed)
+            for name in names}
+
+
 def paired(real: dict, control: dict, seed: int = 0) -> dict[str, dict]:
     """Per span ratio, real - control on the responses both have a value for (the same
     responses and tokens, so the difference is paired; a response one side has no value for,
@@ -253,6 +261,35 @@ def paired(real: dict, control: dict, seed: int = 0) -> dict[str, dict]:
         out[key] = {"n": len(diffs), "prompts": len(set(clusters)), "mean": mean,
                     "low": low, "high": high}
     return out
+
+
+def replay_config(args):
+    """The config a replay bench (``bench localisation``, ``bench credit``) computes with:
+    ``--preset`` and the config flags given, seed ``--seed``, MRTPO's replay of every
+    (response, reward) pair; the console set up as for a run. Its batch size is the caller's
+    (``ready`` then starts the process group)."""
+    from harness.config import resolve
+    from harness.console import quiet
+    from harness.method_config import method_config
+    from lab.flags import overrides_from
+
+    quiet.configure_process()
+    base = resolve(args.preset, overrides_from(args))
+    return replace(base, seed=args.seed,
+                   method=method_config("mrtpo", {"mrtpo_replay_all": True}, base.method))
+
+
+def ready(config) -> None:
+    """The single-process group a bench's models run in; a warm start the config asks for and
+    the cache lacks fails now, with the command to make it."""
+    from harness import engine as eng
+
+    eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
+    if config.warmstart.warm_start:
+        from harness.run import of_config
+        from harness.warmstart.cache import policy_source
+
+        policy_source(of_config(config))
 
 
 def sampled_context(config, needs_spans: bool = False) -> tuple:

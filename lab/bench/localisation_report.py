@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from lab.bench.localisation import (CONTROL, DEFAULT_VARIANTS, LEARNED_CONTROLS, MIN_PROMPTS,
                                     PAIRED_CONTROLS, REFERENCE_MODELS, SMALL, TEXT_CONTROLS,
-                                    control_failures, paired, parse_variant, pool, probe)
+                                    control_failures, paired, parse_variant, pool_seeds, probe)
 
 WHAT_CONTROL = {
     "placebo": "the reward's own verifier text moves more credit onto its span than text of the "
@@ -258,37 +258,25 @@ def merged_facts(facts: list[dict]) -> dict:
 
 
 def bench_localisation(args: argparse.Namespace) -> int:
-    from harness import engine as eng
     from lab.bench import report
-    from harness.config import resolve
-    from harness.method_config import method_config
-    from harness.console import quiet
-    from lab.flags import overrides_from
+    from lab.bench.localisation import ready, replay_config
 
-    quiet.configure_process()
     variants = [s.strip() for s in args.methods.split(",") if s.strip()]
     variants += reference_variants(args.reference_models, variants)
     for v in variants:
         parse_variant(v)  # unknown variants fail before any model loads
-    base = resolve(args.preset, overrides_from(args))
-    group = base.rollout.group_size
+    config = replay_config(args)
+    group = config.rollout.group_size
     if args.responses < group or args.responses % group:
         raise ValueError(f"--responses {args.responses} must be a multiple of the group size "
                          f"{group} (--group-size)")
-    config = replace(base, seed=args.seed,
-                     method=method_config("mrtpo", {"mrtpo_replay_all": True}, base.method),
-                     rollout=replace(base.rollout, prompts_per_step=args.responses // group))
-    eng.init_single_process("nccl" if config.training.use_gpu else "gloo")
-    if config.warmstart.warm_start:
-        from harness.run import of_config
-        from harness.warmstart.cache import policy_source
-
-        policy_source(of_config(config))  # fails now, with the command to make it, if it is missing
+    config = replace(config, rollout=replace(config.rollout,
+                                             prompts_per_step=args.responses // group))
+    ready(config)
     meter = report.LoadMeter().start()
     seeds = list(range(args.seed, args.seed + args.seeds))
     per_seed = {s: probe(replace(config, seed=s), variants, s) for s in seeds}
-    results = {v: pool({s: r[v] for s, (r, _) in per_seed.items()}, args.seed)
-               for v in variants}
+    results = pool_seeds(per_seed, variants, args.seed)
     facts = merged_facts([f for _, f in per_seed.values()])
     m = report.machine() | meter.stop()
     r = config.rollout

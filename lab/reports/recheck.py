@@ -228,7 +228,8 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
         made_by = provenance.of_result(stored)
         # the stored seed's own settings (with --also-evaluate and eval_every as it ran)
         made = RunConfig.from_dict(stored["config"])
-        skip = machine_problem(stored, here["machine"], worker_resources(made)["CPU"])
+        threads = worker_resources(made)["CPU"]  # what the rerun's workers would compute with
+        skip = machine_problem(stored, here["machine"], threads)
         if skip:
             outcomes.append(Outcome(job, seed, skipped=skip))
             continue
@@ -246,8 +247,7 @@ def recheck(plan: Plan, results_dir: str, log=print) -> list[Outcome]:
         differences, compared = compare(stored_path, rerun_path)
         old = made_by["fingerprint"]
         same = [s for s in stale if provenance.of_result(plan.result(job, s))["fingerprint"]
-                == old and not machine_problem(plan.result(job, s), here["machine"],
-                                               worker_resources(made)["CPU"])]
+                == old and not machine_problem(plan.result(job, s), here["machine"], threads)]
         record = rerun_path.with_suffix(RECORD_SUFFIX)
         body = {"checked": {"stored": stored_path.as_posix(), "rerun": rerun_path.as_posix(),
                             "seed": seed},
